@@ -1,0 +1,156 @@
+"""Shared config pieces: every config file starts from `base()`.
+
+Each key has one home. Groups:
+  model  transformer shape (presets in moe_jax/models/presets.py)
+  moe    experts, router, balancing, dispatch, layer pattern
+  opt    optimizer and learning-rate schedule
+  data   corpus, tokenizer, packing
+  ckpt   Orbax checkpointing
+  mesh   device mesh and sharding
+  upcycle  in-run transition at step `upcycle.step` (0 = none)
+"""
+import ml_collections
+
+
+def parse_arg(arg, **defaults):
+  """Parses 'a=1,b=x,flag' (or '' / None) against typed defaults.
+
+  A bare word is a boolean flag set to True, or, if `size` is a default and the
+  word is not a known key, the value of `size` (so `:tiny` and `:10layer` work).
+  """
+  out = ml_collections.ConfigDict(defaults)
+  for item in filter(None, (arg or '').split(',')):
+    key, eq, value = item.partition('=')
+    if not eq:
+      if key in defaults and isinstance(defaults[key], bool):
+        out[key] = True
+        continue
+      if 'size' in defaults:
+        out.size = key
+        continue
+      raise ValueError(f'config argument {key!r} is not one of {sorted(defaults)}')
+    if key not in defaults:
+      raise ValueError(f'config argument {key!r} is not one of {sorted(defaults)}')
+    kind = type(defaults[key])
+    out[key] = (value.lower() in ('1', 'true', 'yes')) if kind is bool else kind(value)
+  return out
+
+
+def model():
+  """A CPU-sized Llama-style decoder (the `tiny` preset)."""
+  return ml_collections.ConfigDict(dict(
+      vocab_size=0,          # 0: take the tokenizer's vocabulary size
+      d_model=64,
+      num_layers=2,
+      num_heads=4,
+      num_kv_heads=2,
+      head_dim=16,
+      d_ff=256,              # dense MLP width
+      rope_theta=10_000.0,
+      norm_eps=1e-6,
+      tie_embeddings=False,
+      dtype='float32',       # compute dtype; params stay float32
+      init_std=0.02,
+  ))
+
+
+def moe():
+  """MoE block settings; num_experts=0 makes every layer dense."""
+  return ml_collections.ConfigDict(dict(
+      num_experts=0,
+      top_k=2,
+      d_ff=0,                # per-expert width; 0: same as model.d_ff
+      num_shared_experts=0,
+      # Layer pattern: layer i is MoE iff i >= first_dense and
+      # (i - first_dense) % every == every - 1. every=1: all MoE; every=2: Llama-4 style.
+      every=1,
+      first_dense=0,
+      router='learned',      # learned | hash
+      score='softmax',       # softmax | sigmoid
+      order='softmax_then_topk',  # softmax_then_topk | topk_then_softmax
+      renormalize=True,      # renormalise the selected top-k gates to sum to 1
+      router_init_std=0.0,   # 0: sqrt(2 / (5 d_model)), seed 002 appendix A.6
+      jitter=0.0,            # multiplicative input jitter while training
+      use_bias=False,        # selection-only bias, aux-loss-free balancing
+      bias_update_rate=1e-3,
+      balance_loss_weight=0.01,
+      balance_scope='global',  # global | sequence
+      z_loss_weight=1e-3,
+      dispatch='ragged',     # reference | einsum | ragged | pallas
+      capacity_factor=1.25,  # einsum dispatch only
+  ))
+
+
+def opt():
+  return ml_collections.ConfigDict(dict(
+      name='adamw',
+      lr=3e-3,
+      b1=0.9,
+      b2=0.95,
+      eps=1e-8,
+      weight_decay=0.1,
+      clip_norm=1.0,
+      schedule='wsd',        # wsd | cosine | constant
+      warmup_steps=50,
+      decay_fraction=0.2,    # wsd: share of steps in the final decay
+      decay_shape='linear',  # wsd: linear | cosine | sqrt
+      final_lr_fraction=0.0,
+      rewarm_steps=0,        # warmup again after init_from / an upcycle transition
+  ))
+
+
+def data():
+  return ml_collections.ConfigDict(dict(
+      source='shakespeare',  # shakespeare | text_files
+      patterns='',           # text_files: comma-separated glob patterns
+      tokenizer='byte',      # byte | bpe
+      bpe_vocab_size=4096,
+      tokenizer_path='',     # bpe: an existing tokenizer.json
+      val_fraction=0.05,     # share of documents held out for validation
+      shuffle_buffer=0,      # 0: global shuffle of packed rows
+      worker_count=0,        # grain workers; 0: in-process
+  ))
+
+
+def ckpt():
+  return ml_collections.ConfigDict(dict(
+      keep=2,                # newest N checkpoints
+      keep_every=0,          # and every K-th step for good (0: none)
+      async_save=True,
+  ))
+
+
+def mesh():
+  return ml_collections.ConfigDict(dict(
+      data=-1, fsdp=1, expert=1, tensor=1,   # -1: the remaining devices
+      distributed=False,     # call jax.distributed.initialize()
+  ))
+
+
+def upcycle():
+  return ml_collections.ConfigDict(dict(
+      step=0,                # in-run transition step tau (0: none)
+      recipe='',             # dense_to_moe | expand_experts | grow_width | grow_depth
+      args=ml_collections.ConfigDict(),
+  ))
+
+
+def base():
+  config = ml_collections.ConfigDict()
+  config.seed = 0
+  config.total_steps = 300
+  config.batch_size = 16
+  config.seq_len = 128
+  config.log_every_steps = 10
+  config.eval_every_steps = 100
+  config.eval_batches = 8
+  config.checkpoint_every_steps = 100
+  config.init_from = ''      # CKPT: start from another checkpoint's params
+  config.model = model()
+  config.moe = moe()
+  config.opt = opt()
+  config.data = data()
+  config.ckpt = ckpt()
+  config.mesh = mesh()
+  config.upcycle = upcycle()
+  return config

