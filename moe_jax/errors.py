@@ -1,0 +1,5 @@
+"""The error a user can act on: entry points print `error: <message>` and exit 2."""
+
+
+class ConfigError(ValueError):
+  """Bad config value, path, shape or input; the message is one line naming it."""
