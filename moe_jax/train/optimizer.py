@@ -1,0 +1,82 @@
+"""AdamW with global-norm clipping and warmup + WSD / cosine / constant schedules.
+
+Weight decay skips norms, biases and the router's selection bias; the router
+bias is frozen for the optimizer altogether (it moves by `update_biases` from
+expert load, DeepSeek-V3 style, never by gradient).
+"""
+import re
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from moe_jax.errors import ConfigError
+
+SCHEDULES = ('wsd', 'cosine', 'constant')
+DECAY_SHAPES = ('linear', 'cosine', 'sqrt')
+_NO_DECAY = re.compile(r'(norm/scale|bias)$')
+_FROZEN = re.compile(r'moe/router/bias$')
+
+
+def _path(key_path):
+  return '/'.join(str(getattr(k, 'key', k)) for k in key_path)
+
+
+def _labels(params, pattern):
+  return jax.tree_util.tree_map_with_path(
+      lambda kp, _: bool(pattern.search(_path(kp))), params)
+
+
+def schedule(opt_cfg, total_steps, start_step=0):
+  """Learning rate as a function of the step.
+
+  `start_step` shifts the warmup (and, with `rewarm_steps`, re-warms) for runs
+  that continue from another checkpoint or an upcycle transition at that step.
+  """
+  if opt_cfg.schedule not in SCHEDULES:
+    raise ConfigError(f'opt.schedule={opt_cfg.schedule!r} is not one of {SCHEDULES}')
+  if opt_cfg.decay_shape not in DECAY_SHAPES:
+    raise ConfigError(f'opt.decay_shape={opt_cfg.decay_shape!r} is not one of {DECAY_SHAPES}')
+  peak, final = opt_cfg.lr, opt_cfg.lr * opt_cfg.final_lr_fraction
+  warmup = opt_cfg.rewarm_steps if start_step else opt_cfg.warmup_steps
+  decay_steps = max(int(round(opt_cfg.decay_fraction * total_steps)), 1)
+
+  def decay(frac):  # frac runs 0 -> 1 over the decay phase
+    frac = jnp.clip(frac, 0.0, 1.0)
+    if opt_cfg.decay_shape == 'linear':
+      down = frac
+    elif opt_cfg.decay_shape == 'sqrt':
+      down = jnp.sqrt(frac)
+    else:
+      down = 0.5 * (1 - jnp.cos(jnp.pi * frac))
+    return peak + (final - peak) * down
+
+  def lr(step):
+    step = jnp.asarray(step, jnp.float32)
+    if opt_cfg.schedule == 'constant':
+      value = jnp.full_like(step, peak)
+    elif opt_cfg.schedule == 'cosine':  # from the peak after warmup down to `final`
+      frac = jnp.clip((step - start_step - warmup) / max(total_steps - start_step - warmup, 1),
+                      0.0, 1.0)
+      value = final + (peak - final) * 0.5 * (1 + jnp.cos(jnp.pi * frac))
+    else:  # wsd: warmup, hold the peak, decay over the last decay_fraction of the run
+      value = jnp.where(step < total_steps - decay_steps, peak,
+                        decay((step - (total_steps - decay_steps)) / decay_steps))
+    ramp = jnp.clip((step - start_step + 1) / max(warmup, 1), 0.0, 1.0) if warmup else 1.0
+    return value * ramp
+
+  return lr
+
+
+def make(opt_cfg, total_steps, params, start_step=0):
+  """Returns (optax transformation, schedule) for a params tree."""
+  if opt_cfg.name != 'adamw':
+    raise ConfigError(f"opt.name={opt_cfg.name!r} is not one of ('adamw',)")
+  lr = schedule(opt_cfg, total_steps, start_step)
+  decay_mask = jax.tree_util.tree_map(lambda no: not no, _labels(params, _NO_DECAY))
+  adamw = optax.chain(
+      optax.clip_by_global_norm(opt_cfg.clip_norm) if opt_cfg.clip_norm else optax.identity(),
+      optax.adamw(lr, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
+                  weight_decay=opt_cfg.weight_decay, mask=decay_mask))
+  labels = jax.tree_util.tree_map(lambda f: 'frozen' if f else 'adamw', _labels(params, _FROZEN))
+  return optax.multi_transform({'adamw': adamw, 'frozen': optax.set_to_zero()}, labels), lr

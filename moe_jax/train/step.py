@@ -1,0 +1,71 @@
+"""The jitted train step and eval step: pure functions of (state, batch)."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from moe_jax.models import router
+from moe_jax.train import losses
+
+
+def moe_metrics(aux):
+  """Per-MoE-layer health from the model's aux dict (docs/internals.md).
+
+  cv is the coefficient of variation of the expert load (0 = perfectly
+  balanced); dead counts experts that got no token in this batch.
+  """
+  out = {}
+  for name, layer in aux.get('moe', {}).items():
+    load_E = layer['load']
+    out[f'moe/{name}/load'] = load_E
+    out[f'moe/{name}/cv'] = jnp.std(load_E) / jnp.maximum(jnp.mean(load_E), 1e-9)
+    out[f'moe/{name}/dead'] = jnp.sum(layer['counts'] == 0)
+    for key in ('entropy', 'balance_loss', 'z_loss', 'dropped_frac'):
+      out[f'moe/{name}/{key}'] = layer[key]
+  return out
+
+
+def _forward(model, params, batch, train, rng=None):
+  rngs = {'jitter': rng} if rng is not None else None
+  return model.apply({'params': params}, batch['inputs'], segment_ids=batch['segment_ids'],
+                     positions=batch['positions'], train=train, rngs=rngs)
+
+
+def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate):
+  """One optimizer step; returns (new state, metrics of this step)."""
+  rng = jax.random.fold_in(jax.random.key(seed), state.step)
+
+  def loss_fn(params):
+    logits, aux = _forward(model, params, batch, True, rng)
+    ce, count = losses.cross_entropy(logits, batch['targets'], batch['loss_mask'])
+    return ce + aux['aux_loss'], (ce, count, aux)
+
+  (_, (ce, count, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  updates, opt_state = tx.update(grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  if bias_update_rate:
+    params = router.update_biases(params, aux, bias_update_rate)
+  metrics = dict(loss=ce, aux_loss=aux['aux_loss'], grad_norm=optax.global_norm(grads),
+                 lr=lr_fn(state.step), tokens=count, **moe_metrics(aux))
+  return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+
+def eval_step(params, batch, *, model):
+  """Summed cross-entropy and token count of one batch (sum, so batches add up)."""
+  logits, _ = _forward(model, params, batch, False)
+  ce, count = losses.cross_entropy(logits, batch['targets'], batch['loss_mask'])
+  return ce * count, count
+
+
+def jit_train_step(model, tx, lr_fn, config, state_shardings, batch_sharding):
+  step = functools.partial(
+      train_step, model=model, tx=tx, lr_fn=lr_fn, seed=config.seed,
+      bias_update_rate=config.moe.bias_update_rate if config.moe.use_bias else 0.0)
+  return jax.jit(step, in_shardings=(state_shardings, batch_sharding),
+                 out_shardings=(state_shardings, None), donate_argnums=(0,))
+
+
+def jit_eval_step(model, param_shardings, batch_sharding):
+  return jax.jit(functools.partial(eval_step, model=model),
+                 in_shardings=(param_shardings, batch_sharding))
