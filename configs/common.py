@@ -66,6 +66,7 @@ def moe():
       every=1,
       first_dense=0,
       router='learned',      # learned | hash
+      hash_seed=0,           # hash router: table = f(vocab_size, num_experts, hash_seed)
       score='softmax',       # softmax | sigmoid
       order='softmax_then_topk',  # softmax_then_topk | topk_then_softmax
       renormalize=True,      # renormalise the selected top-k gates to sum to 1
@@ -124,6 +125,7 @@ def mesh():
   return ml_collections.ConfigDict(dict(
       data=-1, fsdp=1, expert=1, tensor=1,   # -1: the remaining devices
       distributed=False,     # call jax.distributed.initialize()
+      rules='',              # logical->mesh overrides: 'embed=fsdp+tensor,vocab='
   ))
 
 
@@ -154,3 +156,9 @@ def base():
   config.mesh = mesh()
   config.upcycle = upcycle()
   return config
+
+
+def apply_preset(config, name):
+  """Sets `config.model` and `config.moe` to a named preset (moe_jax/models/presets.py)."""
+  from moe_jax.models import presets  # pylint: disable=g-import-not-at-top
+  presets.apply(config, name)

@@ -1,0 +1,158 @@
+"""Frozen model config: the `model` and `moe` config groups, checked once.
+
+Model code never reads a ConfigDict: `ModelConfig.from_config(config)` copies
+the two groups into hashable dataclasses (so a Linen module can hold them),
+resolves the "0 means default" keys, and raises a one-line ConfigError naming
+the key for anything the model cannot build.
+"""
+import dataclasses
+import math
+
+from moe_jax.errors import ConfigError
+
+ROUTERS = ('learned', 'hash')
+SCORES = ('softmax', 'sigmoid')
+ORDERS = ('softmax_then_topk', 'topk_then_softmax')
+BALANCE_SCOPES = ('global', 'sequence')
+DISPATCHES = ('reference', 'einsum', 'ragged', 'pallas')
+DTYPES = ('float32', 'bfloat16', 'float16')
+
+
+@dataclasses.dataclass(frozen=True)
+class MoEConfig:
+  """The `moe` group; `d_ff` and `router_init_std` are already resolved."""
+  num_experts: int = 0
+  top_k: int = 2
+  d_ff: int = 0
+  num_shared_experts: int = 0
+  every: int = 1
+  first_dense: int = 0
+  router: str = 'learned'
+  score: str = 'softmax'
+  order: str = 'softmax_then_topk'
+  renormalize: bool = True
+  router_init_std: float = 0.0
+  jitter: float = 0.0
+  use_bias: bool = False
+  bias_update_rate: float = 1e-3
+  balance_loss_weight: float = 0.01
+  balance_scope: str = 'global'
+  z_loss_weight: float = 1e-3
+  hash_seed: int = 0
+  dispatch: str = 'ragged'
+  capacity_factor: float = 1.25
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """The `model` group plus its `moe` group."""
+  vocab_size: int
+  d_model: int = 64
+  num_layers: int = 2
+  num_heads: int = 4
+  num_kv_heads: int = 2
+  head_dim: int = 16
+  d_ff: int = 256
+  rope_theta: float = 10_000.0
+  norm_eps: float = 1e-6
+  tie_embeddings: bool = False
+  dtype: str = 'float32'
+  init_std: float = 0.02
+  moe: MoEConfig = MoEConfig()
+
+  def is_moe_layer(self, i):
+    """Layer i is MoE iff i >= first_dense and (i - first_dense) % every == every - 1.
+
+    every=1 gives an all-MoE stack, every=2 the interleaved stacks of seed 000
+    Table 6(a), first_dense=2 the stacks of Table 7(a) (MoE L = layers - 2).
+    """
+    m = self.moe
+    return (m.num_experts > 0 and i >= m.first_dense and
+            (i - m.first_dense) % m.every == m.every - 1)
+
+  @property
+  def moe_layers(self):
+    return tuple(i for i in range(self.num_layers) if self.is_moe_layer(i))
+
+  @classmethod
+  def from_config(cls, config, vocab_size=None):
+    """Builds and validates from a ConfigDict with `model` and `moe` groups.
+
+    `vocab_size` fills in `model.vocab_size == 0` (take the tokenizer's size).
+    """
+    model_kw = _group_kwargs(config.model, cls, 'model', skip=('moe',))
+    moe_kw = _group_kwargs(config.moe, MoEConfig, 'moe')
+    if model_kw.get('vocab_size', 0) == 0 and vocab_size is not None:
+      model_kw['vocab_size'] = int(vocab_size)
+    if moe_kw.get('d_ff', 0) == 0:
+      moe_kw['d_ff'] = model_kw.get('d_ff', cls.d_ff)
+    if moe_kw.get('router_init_std', 0.0) == 0.0:
+      # Seed 002 appendix A.6: router weights ~ N(0, 2 / (5 d_model)).
+      moe_kw['router_init_std'] = math.sqrt(2.0 / (5.0 * model_kw.get('d_model', cls.d_model)))
+    cfg = cls(moe=MoEConfig(**moe_kw), **model_kw)
+    cfg.validate()
+    return cfg
+
+  def validate(self):
+    """Raises ConfigError (one line, naming the key) for an unbuildable model."""
+    for key in ('vocab_size', 'd_model', 'num_layers', 'num_heads', 'num_kv_heads',
+                'head_dim', 'd_ff'):
+      if getattr(self, key) <= 0:
+        raise ConfigError(f'model.{key}={getattr(self, key)} must be positive'
+                          + (' (or filled in from the tokenizer)' if key == 'vocab_size' else ''))
+    if self.num_heads % self.num_kv_heads:
+      raise ConfigError(f'model.num_heads={self.num_heads} is not divisible by '
+                        f'model.num_kv_heads={self.num_kv_heads}')
+    if self.dtype not in DTYPES:
+      raise ConfigError(f'model.dtype={self.dtype!r} is not one of {DTYPES}')
+    if self.init_std <= 0 or self.norm_eps <= 0 or self.rope_theta <= 0:
+      raise ConfigError('model.init_std, model.norm_eps and model.rope_theta must be positive')
+    m = self.moe
+    if m.num_experts < 0:
+      raise ConfigError(f'moe.num_experts={m.num_experts} must be >= 0')
+    if m.num_experts == 0:
+      return
+    _check_choice('moe.router', m.router, ROUTERS)
+    _check_choice('moe.score', m.score, SCORES)
+    _check_choice('moe.order', m.order, ORDERS)
+    _check_choice('moe.balance_scope', m.balance_scope, BALANCE_SCOPES)
+    _check_choice('moe.dispatch', m.dispatch, DISPATCHES)
+    if not 1 <= m.top_k <= m.num_experts:
+      raise ConfigError(f'moe.top_k={m.top_k} must be in [1, moe.num_experts={m.num_experts}]')
+    if m.d_ff <= 0:
+      raise ConfigError(f'moe.d_ff={m.d_ff} must be positive (0 means model.d_ff)')
+    if m.num_shared_experts < 0:
+      raise ConfigError(f'moe.num_shared_experts={m.num_shared_experts} must be >= 0')
+    if m.every < 1 or m.first_dense < 0:
+      raise ConfigError(f'moe.every={m.every} must be >= 1 and moe.first_dense='
+                        f'{m.first_dense} >= 0')
+    if not self.moe_layers:
+      raise ConfigError(f'moe.every={m.every}, moe.first_dense={m.first_dense} leave no MoE '
+                        f'layer in model.num_layers={self.num_layers}')
+    if m.order == 'topk_then_softmax' and m.score != 'softmax':
+      raise ConfigError(f"moe.order='topk_then_softmax' needs moe.score='softmax', "
+                        f'got {m.score!r}')
+    if m.router == 'hash' and m.use_bias:
+      raise ConfigError("moe.use_bias needs moe.router='learned' (a hash router has no scores)")
+    if not 0.0 <= m.jitter < 1.0:
+      raise ConfigError(f'moe.jitter={m.jitter} must be in [0, 1)')
+    if m.capacity_factor <= 0:
+      raise ConfigError(f'moe.capacity_factor={m.capacity_factor} must be positive')
+    if m.router_init_std <= 0:
+      raise ConfigError(f'moe.router_init_std={m.router_init_std} must be >= 0')
+
+
+def _check_choice(key, value, choices):
+  if value not in choices:
+    raise ConfigError(f'{key}={value!r} is not one of {choices}')
+
+
+def _group_kwargs(group, cls, name, skip=()):
+  """The group as keyword arguments; a key the dataclass lacks is an error."""
+  fields = {f.name for f in dataclasses.fields(cls)} - set(skip)
+  out = {}
+  for key, value in group.items():
+    if key not in fields:
+      raise ConfigError(f'{name}.{key} is not a known key (known: {sorted(fields)})')
+    out[key] = value
+  return out

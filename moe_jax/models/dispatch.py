@@ -1,0 +1,97 @@
+"""Dispatch paths: route tokens to stacked experts and combine their outputs.
+
+All share the contract of `moe_jax.kernels.reference.moe_ffn` (docs/internals.md)
+and return `(y_TD, dropped_frac)`:
+  reference  loop over experts, every expert on every token (tests only)
+  einsum     GShard/Switch one-hot dispatch into [E, C, D] buffers of capacity
+             C = ceil(capacity_factor * T * k / E); overflow is dropped, counted
+  ragged     dropless: sort the T*k assignments by expert (int32 keys), two
+             `jax.lax.ragged_dot` grouped matmuls, un-sort, weighted sum over k
+  pallas     the fused kernel of moe_jax/kernels/moe_ffn.py
+An assignment whose gate is exactly 0 (the MoE block zeroes padding tokens'
+gates) adds nothing to y; einsum does not let it take a capacity slot.
+"""
+import functools
+import importlib
+import math
+
+import jax
+import jax.numpy as jnp
+
+from moe_jax.errors import ConfigError
+from moe_jax.kernels import reference as reference_kernel
+
+
+def reference(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
+  return reference_kernel.moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD), jnp.float32(0.0)
+
+
+def capacity(num_tokens, top_k, num_experts, capacity_factor):
+  return max(1, math.ceil(capacity_factor * num_tokens * top_k / num_experts))
+
+
+def einsum(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, capacity_factor=1.25):
+  num_tokens, top_k = idx_Tk.shape
+  num_experts = wi_0_EDF.shape[0]
+  cap = capacity(num_tokens, top_k, num_experts, capacity_factor)
+  routed_kTE = (jax.nn.one_hot(idx_Tk.T, num_experts, dtype=jnp.int32)
+                * (gates_Tk.T != 0)[..., None].astype(jnp.int32))
+  # Slot of each assignment in its expert's buffer. k-major order: every
+  # token's first choice is placed before any second choice (GShard), so
+  # overflow drops the least preferred assignments first.
+  pos_kTE = jnp.cumsum(routed_kTE.reshape(top_k * num_tokens, num_experts), axis=0)
+  pos_kTE = pos_kTE.reshape(top_k, num_tokens, num_experts) - 1
+  keep_kTE = routed_kTE * (pos_kTE < cap)
+  # A token picks an expert at most once, so summing over k loses nothing.
+  keep_TE = jnp.sum(keep_kTE, axis=0)
+  pos_TE = jnp.sum(keep_kTE * pos_kTE, axis=0)
+  gate_TE = jnp.einsum('kte,kt->te', keep_kTE.astype(jnp.float32), gates_Tk.T.astype(jnp.float32))
+  dispatch_TEC = jax.nn.one_hot(pos_TE, cap, dtype=jnp.float32) * keep_TE[..., None]
+  combine_TEC = dispatch_TEC * gate_TE[..., None]
+
+  x_ECD = jnp.einsum('tec,td->ecd', dispatch_TEC.astype(x_TD.dtype), x_TD)
+  h_ECF = (jax.nn.silu(jnp.einsum('ecd,edf->ecf', x_ECD, wi_0_EDF))
+           * jnp.einsum('ecd,edf->ecf', x_ECD, wi_1_EDF))
+  y_ECD = jnp.einsum('ecf,efd->ecd', h_ECF, wo_EFD)
+  y_TD = jnp.einsum('tec,ecd->td', combine_TEC, y_ECD.astype(jnp.float32))
+  routed = jnp.sum(routed_kTE)
+  dropped_frac = (routed - jnp.sum(keep_TE)) / jnp.maximum(routed, 1)
+  return y_TD.astype(x_TD.dtype), dropped_frac.astype(jnp.float32)
+
+
+def ragged(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
+  num_tokens, top_k = idx_Tk.shape
+  num_experts = wi_0_EDF.shape[0]
+  expert_A = idx_Tk.reshape(-1).astype(jnp.int32)          # A = T * k assignments
+  order_A = jnp.argsort(expert_A, stable=True)
+  x_AD = jnp.take(x_TD, order_A // top_k, axis=0)
+  sizes_E = jnp.bincount(expert_A, length=num_experts).astype(jnp.int32)
+  h_AF = (jax.nn.silu(jax.lax.ragged_dot(x_AD, wi_0_EDF, sizes_E))
+          * jax.lax.ragged_dot(x_AD, wi_1_EDF, sizes_E))
+  y_AD = jax.lax.ragged_dot(h_AF, wo_EFD, sizes_E)
+  # Un-sort with a gather (its transpose is a scatter-add, no duplicate writes).
+  inverse_A = jnp.zeros_like(order_A).at[order_A].set(jnp.arange(order_A.size, dtype=order_A.dtype))
+  y_TkD = jnp.take(y_AD, inverse_A, axis=0).reshape(num_tokens, top_k, -1)
+  y_TD = jnp.einsum('tkd,tk->td', y_TkD.astype(jnp.float32), gates_Tk.astype(jnp.float32))
+  return y_TD.astype(x_TD.dtype), jnp.float32(0.0)
+
+
+def pallas(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
+  try:
+    kernel = importlib.import_module('moe_jax.kernels.moe_ffn')
+  except ImportError as e:
+    raise ConfigError(f"moe.dispatch='pallas' needs moe_jax.kernels.moe_ffn, which "
+                      f'failed to import ({e})') from e
+  return kernel.moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD), jnp.float32(0.0)
+
+
+_PATHS = {'reference': reference, 'einsum': einsum, 'ragged': ragged, 'pallas': pallas}
+
+
+def get(name, capacity_factor=1.25):
+  """The dispatch function `name`; `capacity_factor` is used by einsum only."""
+  if name not in _PATHS:
+    raise ConfigError(f'moe.dispatch={name!r} is not one of {tuple(_PATHS)}')
+  if name == 'einsum':
+    return functools.partial(einsum, capacity_factor=capacity_factor)
+  return _PATHS[name]

@@ -1,0 +1,76 @@
+"""MoE block: router + dispatch + stacked SwiGLU experts (+ shared experts).
+
+Params (docs/internals.md): `router/w` [D, E] and `router/bias` [E] (learned
+router), `experts/{wi_0,wi_1}` [E, D, F] and `experts/wo` [E, F, D], and with
+S shared experts `shared/{wi_0,wi_1}` [D, S*F], `shared/wo` [S*F, D] (S always-on
+experts fused into one wide MLP). Returns the output and this layer's router
+statistics, so callers need no side channels.
+"""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from moe_jax.models import dispatch as dispatch_lib
+from moe_jax.models import layers
+from moe_jax.models import mlp
+from moe_jax.models import router as router_lib
+
+
+class Experts(nn.Module):
+  num_experts: int
+  d_ff: int
+  init_std: float
+
+  @nn.compact
+  def __call__(self, d_model):
+    init = layers.normal(self.init_std)
+    e, d, f = self.num_experts, d_model, self.d_ff
+    return (self.param('wi_0', init, (e, d, f), jnp.float32),
+            self.param('wi_1', init, (e, d, f), jnp.float32),
+            self.param('wo', init, (e, f, d), jnp.float32))
+
+
+class MoE(nn.Module):
+  cfg: 'moe_jax.models.config.ModelConfig'
+
+  @nn.compact
+  def __call__(self, x_BLD, tokens_BL, valid_BL, train=False):
+    cfg, m = self.cfg, self.cfg.moe
+    dtype = layers.compute_dtype(cfg)
+    batch, length, d = x_BLD.shape
+    logits_BLE = None
+    if m.router == 'hash':
+      idx_BLk, gates_BLk, probs_BLE = router_lib.hash_route(
+          tokens_BL, cfg.vocab_size, m.num_experts, m.top_k, m.hash_seed)
+    else:
+      router_in = x_BLD
+      if train and m.jitter > 0:
+        router_in = router_lib.jitter(x_BLD, m.jitter, self.make_rng('jitter'))
+      logits_BLE, bias_E = router_lib.Router(
+          m.num_experts, m.router_init_std, m.use_bias, name='router')(router_in)
+      idx_BLk, gates_BLk, probs_BLE = router_lib.select(
+          logits_BLE, bias_E, m.top_k, m.score, m.order, m.renormalize)
+    # Padding tokens get zero gates: no output, no gradient, no capacity slot.
+    gates_BLk = gates_BLk * valid_BL[..., None]
+
+    wi_0, wi_1, wo = Experts(m.num_experts, m.d_ff, cfg.init_std, name='experts')(d)
+    fn = dispatch_lib.get(m.dispatch, m.capacity_factor)
+    y_TD, dropped_frac = fn(x_BLD.reshape(-1, d), idx_BLk.reshape(-1, m.top_k),
+                            gates_BLk.reshape(-1, m.top_k), wi_0.astype(dtype),
+                            wi_1.astype(dtype), wo.astype(dtype))
+    y_BLD = y_TD.reshape(batch, length, d)
+    if m.num_shared_experts:
+      y_BLD = y_BLD + mlp.MLP(m.num_shared_experts * m.d_ff, cfg.init_std, dtype,
+                              name='shared')(x_BLD)
+
+    counts_E = router_lib.expert_counts(idx_BLk, valid_BL, m.num_experts)
+    stats = dict(
+        load=counts_E / jnp.maximum(jnp.sum(counts_E), 1.0),
+        counts=counts_E,
+        balance_loss=router_lib.balance_loss(probs_BLE, idx_BLk, valid_BL, m.balance_scope),
+        z_loss=(router_lib.z_loss(logits_BLE, valid_BL) if logits_BLE is not None
+                else jnp.float32(0.0)),
+        entropy=router_lib.entropy(probs_BLE, valid_BL),
+        dropped_frac=jnp.asarray(dropped_frac, jnp.float32),
+    )
+    return y_BLD, jax.tree.map(lambda v: jnp.asarray(v, jnp.float32), stats)

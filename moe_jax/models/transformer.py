@@ -1,0 +1,75 @@
+"""Llama-family decoder LM with dense, MoE or interleaved layer stacks.
+
+    logits_BLV, aux = Transformer(cfg).apply({'params': p}, tokens_BL,
+                                             segment_ids=seg_BL, positions=pos_BL)
+
+Pre-norm blocks (RMSNorm -> GQA+RoPE -> residual, RMSNorm -> SwiGLU or MoE ->
+residual), a final norm, and a tied or separate LM head. Which layers are MoE
+is `cfg.is_moe_layer(i)`: all dense, all MoE, every n-th, or after the first
+k dense (the stacks of seed 000 Tables 6 and 7). `aux` holds the summed
+auxiliary loss and each MoE layer's router statistics (docs/internals.md).
+"""
+import flax.linen as nn
+import jax.numpy as jnp
+
+from moe_jax.models import attention
+from moe_jax.models import layers
+from moe_jax.models import mlp
+from moe_jax.models import moe as moe_lib
+
+_ACT = ('batch', 'length', 'embed')
+
+
+class Block(nn.Module):
+  cfg: 'moe_jax.models.config.ModelConfig'
+  is_moe: bool
+
+  @nn.compact
+  def __call__(self, x_BLD, tokens_BL, segment_ids_BL, positions_BL, train):
+    cfg = self.cfg
+    dtype = layers.compute_dtype(cfg)
+    h_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='attn_norm')(x_BLD)
+    x_BLD = x_BLD + attention.Attention(
+        cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.rope_theta, cfg.init_std,
+        dtype, name='attn')(h_BLD, segment_ids_BL, positions_BL)
+    x_BLD = nn.with_logical_constraint(x_BLD, _ACT)
+    h_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='mlp_norm')(x_BLD)
+    if not self.is_moe:
+      return x_BLD + mlp.MLP(cfg.d_ff, cfg.init_std, dtype, name='mlp')(h_BLD), None
+    y_BLD, stats = moe_lib.MoE(cfg, name='moe')(h_BLD, tokens_BL, segment_ids_BL != 0, train)
+    return x_BLD + y_BLD, stats
+
+
+class Transformer(nn.Module):
+  cfg: 'moe_jax.models.config.ModelConfig'
+
+  @nn.compact
+  def __call__(self, tokens_BL, segment_ids=None, positions=None, train=False):
+    """Logits [B, L, V] (float32) and aux. segment_ids=None: one document, no padding."""
+    cfg = self.cfg
+    dtype = layers.compute_dtype(cfg)
+    batch, length = tokens_BL.shape
+    if segment_ids is None:
+      segment_ids = jnp.ones((batch, length), jnp.int32)
+    if positions is None:
+      positions = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
+
+    embed = layers.Embed(cfg.vocab_size, cfg.d_model, cfg.init_std, dtype, name='embed')
+    x_BLD = nn.with_logical_constraint(embed(tokens_BL), _ACT)
+    aux = {'aux_loss': jnp.float32(0.0), 'moe': {}}
+    for i in range(cfg.num_layers):
+      x_BLD, stats = Block(cfg, cfg.is_moe_layer(i), name=f'layers_{i}')(
+          x_BLD, tokens_BL, segment_ids, positions, train)
+      if stats is not None:
+        aux['moe'][f'layers_{i}'] = stats
+        aux['aux_loss'] = (aux['aux_loss'] + cfg.moe.balance_loss_weight * stats['balance_loss']
+                           + cfg.moe.z_loss_weight * stats['z_loss'])
+    x_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='final_norm')(x_BLD)
+    if cfg.tie_embeddings:
+      logits_BLV = embed.attend(x_BLD)
+    else:
+      w_DV = self.param('lm_head', layers.normal(cfg.init_std), (cfg.d_model, cfg.vocab_size),
+                        jnp.float32)
+      logits_BLV = x_BLD @ w_DV.astype(dtype)
+    logits_BLV = nn.with_logical_constraint(logits_BLV, ('batch', 'length', 'vocab'))
+    return logits_BLV.astype(jnp.float32), aux
