@@ -108,7 +108,7 @@ def data():
       bpe_vocab_size=4096,
       tokenizer_path='',     # bpe: an existing tokenizer.json
       val_fraction=0.05,     # share of documents held out for validation
-      shuffle_buffer=0,      # 0: global shuffle of packed rows
+      split_seed=0,          # picks the validation documents (independent of `seed`)
       worker_count=0,        # grain workers; 0: in-process
   ))
 
