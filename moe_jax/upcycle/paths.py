@@ -1,0 +1,75 @@
+"""Param paths: the '/'-joined names upcycling rules match (docs/internals.md).
+
+Params are plain nested dicts, so a path is the dict keys joined by '/', e.g.
+`layers_3/moe/experts/wi_0`. Every rule, error message and score dump speaks
+in these paths, so a user reads the same names everywhere.
+"""
+import re
+
+import jax
+
+from moe_jax.errors import ConfigError
+
+_LAYER = re.compile(r'^(layers_(\d+))/')
+
+
+def _key(entry):
+  return str(getattr(entry, 'key', getattr(entry, 'name', entry)))
+
+
+def join(key_path):
+  """A jax key path (DictKey, GetAttrKey, ...) as a '/'-joined string."""
+  return '/'.join(_key(k) for k in key_path)
+
+
+def flatten(tree):
+  """{path: leaf} for a nested dict of arrays (or ShapeDtypeStructs)."""
+  leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
+  return {join(kp): leaf for kp, leaf in leaves}
+
+
+def unflatten(flat):
+  """The nested dict whose `flatten` is `flat`."""
+  tree = {}
+  for path, leaf in flat.items():
+    *parents, name = path.split('/')
+    node = tree
+    for p in parents:
+      node = node.setdefault(p, {})
+    node[name] = leaf
+  return tree
+
+
+def layer(path):
+  """'layers_3' for 'layers_3/moe/router/w'; None outside the layer stack."""
+  m = _LAYER.match(path)
+  return m.group(1) if m else None
+
+
+def layer_index(path):
+  m = _LAYER.match(path)
+  return int(m.group(2)) if m else None
+
+
+def check_shapes(tree, abstract, what='source'):
+  """ConfigError naming every path whose shape differs from `abstract`'s.
+
+  The CLI calls this on restored params against the abstract params of the
+  source config, so a checkpoint that does not match its config stops here
+  with the offending leaves named, before anything is transformed.
+  """
+  got, want = flatten(tree), flatten(abstract)
+  bad = [f'{p} {tuple(got[p].shape)} != {tuple(want[p].shape)}'
+         for p in sorted(set(got) & set(want)) if tuple(got[p].shape) != tuple(want[p].shape)]
+  missing = sorted(set(want) - set(got))
+  unknown = sorted(set(got) - set(want))
+  problems = (bad + [f'{p} missing' for p in missing] + [f'{p} unexpected' for p in unknown])
+  if problems:
+    raise ConfigError(f'{what} params do not match the {what} config: ' + summary(problems))
+
+
+def summary(items, limit=6):
+  """A one-line list of at most `limit` items plus a count of the rest."""
+  items = list(items)
+  head = ', '.join(items[:limit])
+  return head + (f' (+{len(items) - limit} more)' if len(items) > limit else '')

@@ -1,0 +1,128 @@
+"""Utility scores per expert and replica allocation (seed 000 §4.2, App. B).
+
+  acc = accumulate_sq_grads(loss_fn, params, batches)   # mean g and mean g^2
+  scores = expert_scores(params, acc, 'grad_norm')      # {layer: [E]}
+  counts = replica_counts(scores, m)                    # {layer: [E]}, sum m*E
+  json.dump(dump(scores, counts, 'grad_norm', acc), f)
+
+Metrics, per expert e of one MoE layer, over its wi_0, wi_1 and wo blocks,
+with g the gradient averaged over the batches (seed 000 eqs. 19-20, Table 4):
+  grad_norm    u_GN  = ||g_e||^2
+  saliency     u_SAL = ||w_e|| * ||g_e||
+  weight_norm  u_WN  = ||w_e||^2 (needs no gradients)
+  curvature    u_CN  = g_e^T H_e^-1 g_e with H_e the diagonal Fisher estimated
+               from the squared-gradient accumulator (seed 000 App. B "Why not
+               second-order?", ref. [30]): sum_i gbar_i^2 / mean_b(g_{b,i}^2),
+               0 where the Fisher is 0. Table 4 writes it ||g||^2 / H. Each term
+               is <= 1 (Jensen), so it measures how consistently an expert's
+               gradient points one way across batches; one batch gives the
+               parameter count for every expert, so it needs several.
+
+Allocation is greedy with replacement (seed 000 §5.3.2): starting from one
+copy each, every further copy goes to the expert with the largest utility per
+copy u_e / r_e (ties: fewer copies, then lower index). Equal scores give the
+uniform r_e = m; an expert whose score is r times another's gets about r times
+its copies. The greedy step is the highest-averages (D'Hondt) rule; seed 000
+says "greedy selection with replacement" without the per-copy split, and
+without it one expert would take every copy.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from moe_jax.errors import ConfigError
+from moe_jax.upcycle import paths
+
+METRICS = ('grad_norm', 'saliency', 'weight_norm', 'curvature')
+_EXPERTS = ('wi_0', 'wi_1', 'wo')
+
+
+def accumulate_sq_grads(loss_fn, params, batches):
+  """{'grad': mean g, 'sq_grad': mean g^2, 'num_batches': n} over `batches`.
+
+  `loss_fn(params, batch) -> scalar`; the gradient step is jitted once.
+  """
+  grad_fn = jax.jit(jax.grad(loss_fn))
+  acc_g = acc_sq = None
+  n = 0
+  for batch in batches:
+    g = grad_fn(params, batch)
+    sq = jax.tree_util.tree_map(jnp.square, g)
+    acc_g = g if acc_g is None else jax.tree_util.tree_map(jnp.add, acc_g, g)
+    acc_sq = sq if acc_sq is None else jax.tree_util.tree_map(jnp.add, acc_sq, sq)
+    n += 1
+  if not n:
+    raise ConfigError('utility scores requested with no data: 0 gradient batches')
+  mean = lambda t: jax.tree_util.tree_map(lambda x: x / n, t)
+  return {'grad': mean(acc_g), 'sq_grad': mean(acc_sq), 'num_batches': n}
+
+
+def _per_expert(flat, layer, fn):
+  """sum over the layer's expert blocks of fn(leaf...) summed per expert -> [E]."""
+  total = 0.0
+  for name in _EXPERTS:
+    xs = [f[f'{layer}/moe/experts/{name}'] for f in flat]
+    total = total + np.asarray(jnp.sum(fn(*xs).reshape(xs[0].shape[0], -1), axis=1),
+                               np.float64)
+  return total
+
+
+def expert_scores(params, acc, metric):
+  """{layer name: np.float64 [E]} utility of each expert of each MoE layer."""
+  if metric not in METRICS:
+    raise ConfigError(f'upcycle.args.metric={metric!r} is not one of {METRICS}')
+  if metric != 'weight_norm' and not (acc and acc.get('num_batches')):
+    raise ConfigError(f'utility scores {metric!r} requested with no data: no gradients '
+                      'were accumulated')
+  p = paths.flatten(params)
+  layers = sorted({paths.layer(k) for k in p if k.endswith('/moe/experts/wi_0')},
+                  key=lambda s: int(s.split('_')[1]))
+  if not layers:
+    raise ConfigError('utility scores need MoE layers; the params have none')
+  g = paths.flatten(acc['grad']) if acc else {}
+  sq = paths.flatten(acc['sq_grad']) if acc else {}
+  out = {}
+  for layer in layers:
+    w2 = _per_expert([p], layer, jnp.square)
+    if metric == 'weight_norm':
+      out[layer] = w2
+      continue
+    g2 = _per_expert([g], layer, jnp.square)
+    if metric == 'grad_norm':
+      out[layer] = g2
+    elif metric == 'saliency':
+      out[layer] = np.sqrt(w2) * np.sqrt(g2)
+    else:
+      ratio = lambda gi, fi: jnp.where(fi > 0, gi * gi / jnp.where(fi > 0, fi, 1.0), 0.0)
+      out[layer] = _per_expert([g, sq], layer, ratio)
+  return out
+
+
+def allocate(scores_E, multiplier):
+  """Replica counts [E] (each >= 1, sum multiplier * E), greedy with replacement."""
+  u = np.asarray(scores_E, np.float64)
+  if u.ndim != 1 or not len(u) or not np.all(np.isfinite(u)) or np.any(u < 0):
+    raise ConfigError(f'utility scores must be finite, non-negative and one per expert; got {u}')
+  if int(multiplier) != multiplier or multiplier < 2:
+    raise ConfigError(f'expansion factor {multiplier} must be an integer >= 2')
+  r = np.ones(len(u), np.int64)
+  for _ in range((int(multiplier) - 1) * len(u)):
+    # lexsort: last key is primary. Largest u/r, then fewest copies, then lowest index.
+    best = np.lexsort((np.arange(len(u)), r, -(u / r)))[0]
+    r[best] += 1
+  return r
+
+
+def replica_counts(scores, multiplier):
+  return {layer: allocate(s, multiplier) for layer, s in scores.items()}
+
+
+def dump(scores, counts, metric, acc=None):
+  """JSON-serialisable record of the scores and the allocation they gave."""
+  return {
+      'metric': metric,
+      'num_batches': int(acc['num_batches']) if acc else 0,
+      'layers': {layer: {'scores': [float(x) for x in scores[layer]],
+                         'counts': [int(c) for c in counts[layer]] if counts else None}
+                 for layer in scores},
+  }
