@@ -1,0 +1,99 @@
+"""Which Pallas backend runs the MoE kernels, and the tile sizes it uses.
+
+`moe_ffn(..., backend=None)` follows `jax.default_backend()`: Triton-lowered
+kernels on GPU, Mosaic grouped matmuls on TPU, and the same GPU kernels in
+Pallas interpret mode everywhere else (CPU), where they are slow but exact, so
+CI checks the kernel bodies that a GPU would compile. Asking for a backend the
+machine lacks is a ConfigError rather than a silent fallback: a benchmark that
+quietly ran in interpret mode would report nonsense.
+"""
+import dataclasses
+import logging
+
+import jax
+
+from moe_jax.errors import ConfigError
+
+BACKENDS = ('gpu', 'tpu', 'interpret')
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+  """Static kernel settings (hashable: it is a nondiff argument of custom_vjps).
+
+  tile_m rows of the expert-sorted buffer form one grouped-matmul tile; every
+  expert group is padded to a multiple of it, so it also bounds the padding
+  (< tile_m rows per expert). tile_n / tile_k are preferred output and
+  contraction tiles, tile_t tokens form one combine tile, tile_d columns one
+  gather/combine tile; each is shrunk to a power of two dividing the array.
+  """
+  name: str
+  interpret: bool
+  kernels: str           # 'triton' (GPU-style bodies) | 'mosaic' (TPU grid)
+  tile_m: int
+  tile_n: int
+  tile_k: int
+  tile_t: int
+  tile_d: int
+  min_tile: int = 1      # tl.dot needs every dot dimension >= 16 on GPU
+  num_warps: int = 4
+  num_stages: int = 3
+
+  def tile(self, dim, preferred, what):
+    """Largest power of two <= preferred that divides dim (Triton blocks are
+    powers of two)."""
+    t = 1
+    while t * 2 <= preferred and dim % (t * 2) == 0:
+      t *= 2
+    if t < self.min_tile:
+      raise ConfigError(f'pallas backend {self.name!r}: {what}={dim} needs a '
+                        f'power-of-two factor >= {self.min_tile}')
+    return t
+
+
+_PRESETS = {
+    'gpu': Backend('gpu', False, 'triton', tile_m=128, tile_n=128, tile_k=64,
+                   tile_t=32, tile_d=256, min_tile=16, num_warps=8,
+                   num_stages=3),
+    'tpu': Backend('tpu', False, 'mosaic', tile_m=256, tile_n=512, tile_k=512,
+                   tile_t=256, tile_d=512),
+    # Small tiles so tiny test shapes still span several tiles and groups.
+    'interpret': Backend('interpret', True, 'triton', tile_m=8, tile_n=16,
+                         tile_k=16, tile_t=8, tile_d=16),
+}
+
+
+def _platform():
+  name = jax.default_backend()
+  return 'gpu' if name in ('gpu', 'cuda', 'rocm') else name
+
+
+def resolve(backend=None, **overrides):
+  """Returns the Backend for a name (None: from jax.default_backend()).
+
+  overrides replace preset fields (tile sizes, or kernels='mosaic' to run the
+  TPU kernels in interpret mode), e.g. for tests or tuning.
+  """
+  platform = _platform()
+  if backend is None:
+    backend = platform if platform in ('gpu', 'tpu') else 'interpret'
+    if backend == 'interpret':
+      logging.warning('moe_ffn: no GPU or TPU (jax.default_backend()=%r); running '
+                      'the Pallas kernels in interpret mode (exact but slow)',
+                      platform)
+  if backend not in BACKENDS:
+    raise ConfigError(f'pallas backend={backend!r} is not one of {BACKENDS}')
+  if backend != 'interpret' and backend != platform:
+    raise ConfigError(
+        f'pallas backend={backend!r} needs a {backend.upper()} but '
+        f'jax.default_backend()={platform!r}; use backend=\'interpret\' '
+        f'(slow, exact) or moe.dispatch=\'ragged\'')
+  return dataclasses.replace(_PRESETS[backend], **overrides)
+
+
+def compiler_params(b):
+  """Triton launch settings on GPU; None elsewhere (Mosaic sets its own)."""
+  if b.name != 'gpu':
+    return None
+  from jax.experimental.pallas import triton as plgpu  # pylint: disable=g-import-not-at-top
+  return plgpu.CompilerParams(num_warps=b.num_warps, num_stages=b.num_stages)
