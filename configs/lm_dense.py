@@ -1,0 +1,16 @@
+"""Dense Llama-style LM trained from scratch on the default corpus (Shakespeare).
+
+  python -m moe_jax.main --config=configs/lm_dense.py:tiny --workdir=/tmp/dense
+
+`tiny` is a CPU-sized run (a few minutes on 2 cores); a preset name
+(`15M`, `44M`, `0.1B`, `0.2B`, `0.5B`, `1B`: seed 002 Table 3) gives that model.
+"""
+from configs import common
+
+
+def get_config(arg=None):
+  arg = common.parse_arg(arg, size='tiny')
+  config = common.base()
+  common.apply_preset(config, arg.size)
+  config.moe.num_experts = 0
+  return config

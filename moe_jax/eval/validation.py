@@ -1,0 +1,47 @@
+"""Validation loss of a checkpoint: what `moe_jax.evaluate` prints."""
+import json
+import os
+
+import jax
+import ml_collections
+
+from moe_jax import sharding
+from moe_jax.data import pipeline
+from moe_jax.errors import ConfigError
+from moe_jax.train import checkpoint, trainer
+
+
+def checkpoint_config(ckpt):
+  """The config a checkpoint was trained with (its workdir's config.json)."""
+  directory, _ = checkpoint.resolve(ckpt)
+  path = os.path.join(os.path.dirname(directory), 'config.json')
+  if not os.path.exists(path):
+    raise ConfigError(f'{path} is missing: pass --config for checkpoint {ckpt}')
+  with open(path) as f:
+    return ml_collections.ConfigDict(json.load(f))
+
+
+def evaluate_checkpoint(ckpt, config=None, num_batches=None):
+  """Returns dict(val_loss, val_tokens, step, ...) on the validation split.
+
+  num_batches=None uses config.eval_batches; 0 uses the whole split.
+  """
+  config = (config or checkpoint_config(ckpt)).copy_and_resolve_references()
+  if num_batches is not None:
+    config.eval_batches = num_batches
+  directory, step = checkpoint.resolve(ckpt)
+  workdir = os.path.dirname(directory)
+  tokenizer = pipeline.tokenizer_for(config, workdir)
+  if not config.model.vocab_size:
+    config.model.vocab_size = tokenizer.vocab_size
+  mesh = sharding.make_mesh(config.mesh)
+  program = trainer.build(config, mesh)
+  manager = checkpoint.Manager(directory, async_save=False, read_only=True)
+  step = manager.latest_step() if step is None else step
+  if step is None:
+    raise ConfigError(f'no checkpoint in {directory}')
+  params = manager.restore(step, program.abstract_state.params)['params']
+  manager.close()
+  result = trainer.evaluate(program, params, pipeline.eval_batches(config, tokenizer), mesh)
+  return dict(result, step=int(step), ckpt=os.path.join(directory, str(step)),
+              devices=jax.device_count())
