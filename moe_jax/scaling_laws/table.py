@@ -1,0 +1,109 @@
+"""The runs table: one row per finished training run, as CSV or JSON lines.
+
+Columns (seed 002 notation, sec. 3.1 and eqs. 4-6):
+  kind      dense | moe | upcycled
+  N1        non-embedding parameters of the dense model (for a MoE: of its
+            dense counterpart, as seed 002 Table 2 fits MoE with N1)
+  N2        active non-embedding parameters;  N_total  all non-embedding ones
+  D1        tokens of the first phase (dense or from-scratch runs: all tokens)
+  D2        tokens after upcycling (0 for dense and moe runs)
+  P         sparsity N_total / N2;  n_expert, top_k  the MoE shape
+  loss      final validation cross-entropy in nats
+A form reads only its own columns, so a table of dense runs may leave the MoE
+columns empty; those it reads must be present, finite and positive.
+"""
+import csv
+import json
+import os
+
+import numpy as np
+
+from moe_jax.errors import ConfigError
+
+COLUMNS = ('kind', 'N1', 'N2', 'N_total', 'D1', 'D2', 'P', 'n_expert', 'top_k', 'loss')
+KINDS = ('dense', 'moe', 'upcycled')
+
+
+def _number(value):
+  if value is None or value == '':
+    return np.nan
+  return float(value)
+
+
+def from_rows(rows, source='runs table'):
+  """Column dict from a list of row dicts; unknown columns are kept as given."""
+  if not rows:
+    raise ConfigError(f'{source}: no rows')
+  names = list(dict.fromkeys(k for row in rows for k in row))
+  cols = {}
+  for name in names:
+    values = [row.get(name) for row in rows]
+    if name == 'kind':
+      cols[name] = np.array([str(v) for v in values])
+      bad = sorted(set(cols[name]) - set(KINDS))
+      if bad:
+        raise ConfigError(f'{source}: kind {str(bad[0])!r} is not one of {list(KINDS)}')
+      continue
+    try:
+      cols[name] = np.array([_number(v) for v in values], dtype=float)
+    except (TypeError, ValueError):
+      cols[name] = np.array(values, dtype=object)
+  return cols
+
+
+def load(path):
+  """Reads a .csv (header row) or .jsonl / .json (one object per line) table."""
+  if not os.path.isfile(path):
+    raise ConfigError(f'runs table {path}: no such file')
+  with open(path) as f:
+    if path.endswith('.csv'):
+      rows = list(csv.DictReader(f))
+    else:
+      try:
+        rows = [json.loads(line) for line in f if line.strip()]
+      except json.JSONDecodeError as e:
+        raise ConfigError(f'runs table {path}: not JSON lines ({e.msg}, line {e.lineno})')
+  return from_rows(rows, source=f'runs table {path}')
+
+
+def write(cols, path=None):
+  """Writes JSON lines (to `path`, or returns the text)."""
+  n = len(next(iter(cols.values())))
+  lines = []
+  for i in range(n):
+    row = {k: (v[i].item() if hasattr(v[i], 'item') else v[i]) for k, v in cols.items()}
+    lines.append(json.dumps(row))
+  text = '\n'.join(lines) + '\n'
+  if path is None:
+    return text
+  with open(path, 'w') as f:
+    f.write(text)
+  return text
+
+
+def select(cols, kind):
+  """The rows of one kind (or all rows for kind None / 'all')."""
+  if kind in (None, 'all'):
+    return cols
+  if 'kind' not in cols:
+    raise ConfigError(f'runs table: missing column kind (needed to select {kind!r})')
+  keep = cols['kind'] == kind
+  if not keep.any():
+    raise ConfigError(f'runs table: no rows of kind {kind!r}')
+  return {k: v[keep] for k, v in cols.items()}
+
+
+def check(cols, columns, what):
+  """Raises ConfigError unless `columns` (and loss) exist and are finite and > 0."""
+  for name in tuple(columns) + ('loss',):
+    if name not in cols:
+      raise ConfigError(f'runs table: missing column {name!r} needed by {what}')
+    if name == 'kind':
+      continue
+    v = cols[name]
+    if v.dtype == object:
+      raise ConfigError(f'runs table: column {name!r} is not numeric')
+    bad = np.flatnonzero(~(np.isfinite(v) & (v > 0)))
+    if bad.size:
+      raise ConfigError(f'runs table: column {name!r} must be finite and > 0 for {what}; '
+                        f'row {bad[0]} has {v[bad[0]]}')
