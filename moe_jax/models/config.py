@@ -103,6 +103,8 @@ class ModelConfig:
     if self.num_heads % self.num_kv_heads:
       raise ConfigError(f'model.num_heads={self.num_heads} is not divisible by '
                         f'model.num_kv_heads={self.num_kv_heads}')
+    if self.head_dim % 2:
+      raise ConfigError(f'model.head_dim={self.head_dim} must be even (RoPE rotates pairs)')
     if self.dtype not in DTYPES:
       raise ConfigError(f'model.dtype={self.dtype!r} is not one of {DTYPES}')
     if self.init_std <= 0 or self.norm_eps <= 0 or self.rope_theta <= 0:

@@ -1,0 +1,61 @@
+"""Shared test inputs: tiny MoE FFN operands for the routing cases."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from configs import common
+from moe_jax.models import config as model_config
+
+ROUTINGS = ('uniform', 'skewed', 'all_to_one', 'empty_experts')
+
+
+def routing(kind, tokens, experts, top_k, rng):
+  """[T, k] int32 expert choices, distinct within a token."""
+  if kind == 'uniform':
+    logits = rng.normal(size=(tokens, experts))
+  elif kind == 'skewed':
+    # Gumbel top-k over p_e ~ 1 / (e + 1)^2: expert 0 gets most of the load.
+    logp = -2.0 * np.log(np.arange(1, experts + 1))
+    logits = logp + rng.gumbel(size=(tokens, experts))
+  elif kind == 'all_to_one':
+    logits = rng.normal(size=(tokens, experts))
+    logits[:, experts - 1] = 100.0   # every token's first choice is the last expert
+  elif kind == 'empty_experts':
+    logits = rng.normal(size=(tokens, experts))
+    logits[:, ::2] = -100.0          # even experts never chosen (top_k <= E / 2)
+  else:
+    raise ValueError(kind)
+  return np.argsort(-logits, axis=-1)[:, :top_k].astype(np.int32)
+
+
+def moe_inputs(kind, tokens=37, experts=8, top_k=2, d=16, f=24, seed=0):
+  rng = np.random.default_rng(seed)
+  idx_Tk = routing(kind, tokens, experts, top_k, rng)
+  gates_Tk = rng.uniform(0.1, 1.0, size=(tokens, top_k))
+  gates_Tk /= gates_Tk.sum(-1, keepdims=True)
+  f32 = lambda *s: jnp.asarray(rng.normal(size=s) * 0.3, jnp.float32)
+  return dict(x_TD=f32(tokens, d), idx_Tk=jnp.asarray(idx_Tk),
+              gates_Tk=jnp.asarray(gates_Tk, jnp.float32), wi_0_EDF=f32(experts, d, f),
+              wi_1_EDF=f32(experts, d, f), wo_EFD=f32(experts, f, d))
+
+
+def tiny_config(vocab_size=61, **moe):
+  """A ConfigDict with the tiny model and the given `moe` overrides."""
+  config = common.base()
+  config.model.vocab_size = vocab_size
+  config.model.num_layers = 2
+  config.model.d_model = 32
+  config.model.num_heads = 4
+  config.model.num_kv_heads = 2
+  config.model.head_dim = 8
+  config.model.d_ff = 48
+  config.moe.update(moe)
+  return config
+
+
+def tiny_model_config(**moe):
+  return model_config.ModelConfig.from_config(tiny_config(**moe))
+
+
+def tokens(batch, length, vocab_size=61, seed=0):
+  return jax.random.randint(jax.random.key(seed), (batch, length), 0, vocab_size)

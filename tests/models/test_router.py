@@ -1,0 +1,140 @@
+"""Router selection, balance losses and the bias update against hand computations."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from moe_jax.models import router
+
+
+def _switch_loss(probs_TE, idx_Tk):
+  """E * sum_e f_e P_e written out with loops."""
+  t, e = probs_TE.shape
+  k = idx_Tk.shape[1]
+  f = np.zeros(e)
+  for row in idx_Tk:
+    for j in row:
+      f[j] += 1.0 / (t * k)
+  return e * float(np.sum(f * probs_TE.mean(0)))
+
+
+def _case():
+  rng = np.random.default_rng(0)
+  probs_BLE = rng.dirichlet(np.ones(4), size=(2, 5)).astype(np.float32)
+  idx_BLk = np.argsort(-probs_BLE, axis=-1)[..., :2].astype(np.int32)
+  valid_BL = np.ones((2, 5), bool)
+  valid_BL[0, 3:] = False      # padding at the end of row 0
+  return probs_BLE, idx_BLk, valid_BL
+
+
+def test_global_balance_loss_by_hand():
+  probs_BLE, idx_BLk, valid_BL = _case()
+  want = _switch_loss(probs_BLE[valid_BL], idx_BLk[valid_BL])
+  got = router.balance_loss(probs_BLE, idx_BLk, valid_BL, 'global')
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_sequence_balance_loss_by_hand():
+  probs_BLE, idx_BLk, valid_BL = _case()
+  want = np.mean([_switch_loss(probs_BLE[b][valid_BL[b]], idx_BLk[b][valid_BL[b]])
+                  for b in range(2)])
+  got = router.balance_loss(probs_BLE, idx_BLk, valid_BL, 'sequence')
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+  assert abs(float(got) - float(router.balance_loss(probs_BLE, idx_BLk, valid_BL))) > 1e-4
+
+
+def test_sequence_balance_loss_skips_empty_rows():
+  probs_BLE, idx_BLk, valid_BL = _case()
+  valid_BL[1] = False
+  want = _switch_loss(probs_BLE[0][valid_BL[0]], idx_BLk[0][valid_BL[0]])
+  np.testing.assert_allclose(router.balance_loss(probs_BLE, idx_BLk, valid_BL, 'sequence'),
+                             want, rtol=1e-6)
+
+
+def test_balance_loss_is_one_at_perfect_balance():
+  probs_BLE = np.full((1, 4, 4), 0.25, np.float32)
+  idx_BLk = np.array([[[0], [1], [2], [3]]], np.int32)
+  np.testing.assert_allclose(router.balance_loss(probs_BLE, idx_BLk, np.ones((1, 4), bool)), 1.0)
+
+
+def test_balance_loss_gradient_flows_through_probs_only():
+  probs_BLE, idx_BLk, valid_BL = _case()
+  grad = jax.grad(lambda p: router.balance_loss(p, idx_BLk, valid_BL))(jnp.asarray(probs_BLE))
+  # d/dP_e of E * sum f_e P_e with P_e = mean over valid tokens is E f_e / n.
+  f = np.bincount(idx_BLk[valid_BL].ravel(), minlength=4) / (valid_BL.sum() * 2)
+  np.testing.assert_allclose(grad[valid_BL], np.broadcast_to(4 * f / valid_BL.sum(), (8, 4)),
+                             rtol=1e-6)
+  assert not np.any(grad[~valid_BL])
+
+
+def test_z_loss_and_entropy_by_hand():
+  logits_BLE = np.array([[[1.0, 2.0, 3.0], [0.0, 0.0, 0.0], [9.0, 9.0, 9.0]]], np.float32)
+  valid_BL = np.array([[True, True, False]])
+  lse = [np.log(np.exp([1.0, 2.0, 3.0]).sum()), np.log(3.0)]
+  np.testing.assert_allclose(router.z_loss(logits_BLE, valid_BL), np.mean(np.square(lse)),
+                             rtol=1e-6)
+  p = np.exp([1.0, 2.0, 3.0]) / np.exp([1.0, 2.0, 3.0]).sum()
+  want = np.mean([-(p * np.log(p)).sum(), np.log(3.0)])
+  np.testing.assert_allclose(router.entropy(jax.nn.softmax(logits_BLE), valid_BL), want,
+                             rtol=1e-6)
+
+
+def test_update_biases_sign_rule():
+  params = {
+      'layers_0': {'mlp': {'wo': jnp.ones((2, 2))}},
+      'layers_1': {'moe': {'router': {'w': jnp.ones((3, 4)),
+                                      'bias': jnp.array([0.5, 0.0, 0.0, -0.5])}}},
+  }
+  aux = {'moe': {'layers_1': {'counts': jnp.array([3.0, 1.0, 2.0, 2.0])}}}
+  new = router.update_biases(params, aux, rate=0.1)
+  # mean load 2: the overloaded expert 0 goes down, the underloaded 1 up.
+  np.testing.assert_allclose(new['layers_1']['moe']['router']['bias'], [0.4, 0.1, 0.0, -0.5])
+  assert new['layers_1']['moe']['router']['w'] is params['layers_1']['moe']['router']['w']
+  assert new['layers_0'] is params['layers_0']
+  np.testing.assert_allclose(params['layers_1']['moe']['router']['bias'], [0.5, 0, 0, -0.5])
+
+
+def test_bias_moves_selection_not_gates():
+  logits_BLE = jnp.array([[[2.0, 1.0, 0.0]]])
+  bias_E = jnp.array([0.0, 0.0, 10.0])
+  idx, gates, probs = router.select(logits_BLE, bias_E, 1, renormalize=False)
+  assert int(idx[0, 0, 0]) == 2
+  np.testing.assert_allclose(gates[0, 0, 0], jax.nn.softmax(logits_BLE)[0, 0, 2], rtol=1e-6)
+  np.testing.assert_allclose(probs, jax.nn.softmax(logits_BLE), rtol=1e-6)
+
+
+@pytest.mark.parametrize('score,order,renormalize', [
+    ('softmax', 'softmax_then_topk', True), ('softmax', 'softmax_then_topk', False),
+    ('sigmoid', 'softmax_then_topk', True), ('sigmoid', 'softmax_then_topk', False),
+    ('softmax', 'topk_then_softmax', False)])
+def test_select_gates(score, order, renormalize):
+  logits = np.array([0.3, -1.0, 2.0, 0.9, -0.2], np.float32)
+  idx, gates, probs = router.select(jnp.asarray(logits)[None, None], jnp.zeros(5), 2,
+                                    score, order, renormalize)
+  assert list(idx[0, 0]) == [2, 3]
+  if order == 'topk_then_softmax':
+    want = np.exp(logits[[2, 3]]) / np.exp(logits[[2, 3]]).sum()
+  else:
+    s = (np.exp(logits) / np.exp(logits).sum() if score == 'softmax'
+         else 1 / (1 + np.exp(-logits)))
+    want = s[[2, 3]] / (s[[2, 3]].sum() if renormalize else 1.0)
+  np.testing.assert_allclose(gates[0, 0], want, rtol=1e-6)
+  np.testing.assert_allclose(probs[0, 0].sum(), 1.0, rtol=1e-6)
+
+
+def test_hash_table_is_fixed_distinct_and_spread():
+  table = router.hash_table(1000, 8, 3, 0)
+  assert table.shape == (1000, 3) and table.dtype == np.int32
+  assert all(len(set(row)) == 3 for row in table)
+  assert table.min() == 0 and table.max() == 7
+  np.testing.assert_array_equal(table, router.hash_table.__wrapped__(1000, 8, 3, 0))
+  assert not np.array_equal(table, router.hash_table(1000, 8, 3, 1))
+  counts = np.bincount(table.ravel(), minlength=8)
+  assert counts.min() > 0.8 * 3000 / 8     # roughly uniform over experts
+
+
+def test_jitter_is_multiplicative_and_bounded():
+  x = jnp.ones((2, 3, 4))
+  y = router.jitter(x, 0.1, jax.random.key(0))
+  assert float(jnp.max(jnp.abs(y - x))) <= 0.1
+  assert float(jnp.std(y)) > 0
