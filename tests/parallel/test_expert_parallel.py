@@ -1,0 +1,154 @@
+"""Expert-parallel dispatch (shard_map + all_to_all) against the reference."""
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from moe_jax import sharding
+from moe_jax.errors import ConfigError
+from moe_jax.kernels import reference
+from moe_jax.parallel import expert
+
+# 37 tokens: a multiple of no shard count, so padding is exercised.
+TOKENS, D, F, E, K = 37, 8, 16, 8, 2
+MESHES = {
+    'data2_expert4': dict(data=2, fsdp=1, expert=4, tensor=1),
+    'fsdp2_expert2_tensor2': dict(data=1, fsdp=2, expert=2, tensor=2),
+}
+ON_CPU = jax.default_backend() not in ('gpu', 'tpu')
+
+
+def routing(kind, seed=0):
+  """idx_Tk with distinct experts per token, and softmax gates."""
+  rng = np.random.default_rng(seed)
+  if kind == 'uniform':
+    idx = np.stack([rng.permutation(E)[:K] for _ in range(TOKENS)])
+  elif kind == 'skewed':  # expert e drawn with weight 2^-e
+    p = 0.5 ** np.arange(E)
+    idx = np.stack([rng.choice(E, K, replace=False, p=p / p.sum())
+                    for _ in range(TOKENS)])
+  else:  # all_to_one: every token picks experts 0 and 1, both on shard 0
+    idx = np.tile(np.arange(K), (TOKENS, 1))
+  gates = jax.nn.softmax(jnp.asarray(rng.normal(size=(TOKENS, K)), jnp.float32))
+  return jnp.asarray(idx, jnp.int32), gates
+
+
+def weights(seed=0):
+  keys = jax.random.split(jax.random.key(seed), 4)
+  x = jax.random.normal(keys[0], (TOKENS, D))
+  w0, w1 = (0.3 * jax.random.normal(k, (E, D, F)) for k in keys[1:3])
+  wo = 0.3 * jax.random.normal(keys[3], (E, F, D))
+  return x, w0, w1, wo
+
+
+def loss(ffn):
+  # sin makes every output element's gradient differ.
+  return lambda x, idx, g, w0, w1, wo: jnp.sum(
+      jnp.sin(ffn(x, idx, g, w0, w1, wo)))
+
+
+# Jitted once per shape and mesh, shared by the routing cases.
+ARGNUMS = (0, 2, 3, 4, 5)  # all but idx
+STATIC = ('mesh', 'capacity', 'exchange')
+ref_ffn = jax.jit(reference.moe_ffn)
+ref_grad = jax.jit(jax.grad(loss(reference.moe_ffn), ARGNUMS))
+ep_ffn = jax.jit(expert.moe_ffn_ep, static_argnames=STATIC)
+
+
+@functools.partial(jax.jit, static_argnames=STATIC)
+def ep_grad(*args, **kw):
+  return jax.grad(loss(lambda *a: expert.moe_ffn_ep(*a, **kw)[0]),
+                  ARGNUMS)(*args)
+
+
+def check_matches_reference(mesh, kind, exchange):
+  x, w0, w1, wo = weights()
+  idx, gates = routing(kind)
+  args = (x, idx, gates, w0, w1, wo)
+  y, dropped_frac = ep_ffn(*args, mesh=mesh, exchange=exchange)
+  np.testing.assert_allclose(y, ref_ffn(*args), atol=1e-5)
+  assert float(dropped_frac) == 0.0
+  for got, want in zip(ep_grad(*args, mesh=mesh, exchange=exchange),
+                       ref_grad(*args)):
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.parametrize('kind', ['uniform', 'skewed', 'all_to_one'])
+@pytest.mark.parametrize('mesh_name', sorted(MESHES))
+def test_dropless_matches_reference(mesh_name, kind):
+  check_matches_reference(sharding.make_mesh(MESHES[mesh_name]), kind,
+                          'padded')
+
+
+@pytest.mark.skipif(ON_CPU, reason='XLA:CPU has no ragged-all-to-all')
+@pytest.mark.parametrize('kind', ['uniform', 'skewed', 'all_to_one'])
+def test_ragged_exchange_matches_reference(kind):
+  experts = math.gcd(E, jax.device_count())
+  mesh = sharding.make_mesh(dict(data=-1, fsdp=1, expert=experts, tensor=1))
+  check_matches_reference(mesh, kind, 'ragged')
+
+
+def kept_by_capacity(idx, capacity, shards):
+  """Numpy model of the drop rule: per token shard, first choices first."""
+  idx = np.asarray(idx)
+  per_shard = -(-TOKENS // shards)
+  keep = np.zeros(idx.shape, bool)
+  for start in range(0, TOKENS, per_shard):
+    used = np.zeros(E, int)
+    for j in range(K):
+      for t in range(start, min(start + per_shard, TOKENS)):
+        if used[idx[t, j]] < capacity:
+          used[idx[t, j]] += 1
+          keep[t, j] = True
+  return keep
+
+
+@pytest.mark.parametrize('mesh_name', sorted(MESHES))
+def test_capacity_drops_are_counted(mesh_name):
+  cfg = MESHES[mesh_name]
+  mesh = sharding.make_mesh(cfg)
+  shards = cfg['data'] * cfg['fsdp'] * cfg['expert']
+  x, w0, w1, wo = weights()
+  idx, gates = routing('skewed')
+  capacity = 2
+  keep = kept_by_capacity(idx, capacity, shards)
+  assert 0 < (~keep).sum() < keep.size  # the case really drops some
+  y, dropped_frac = ep_ffn(x, idx, gates, w0, w1, wo, mesh=mesh,
+                           capacity=capacity, exchange='padded')
+  np.testing.assert_allclose(
+      y, ref_ffn(x, idx, jnp.where(keep, gates, 0), w0, w1, wo), atol=1e-5)
+  np.testing.assert_allclose(dropped_frac, (~keep).mean(), rtol=1e-6)
+
+
+def test_large_capacity_is_dropless():
+  mesh = sharding.make_mesh(MESHES['data2_expert4'])
+  x, w0, w1, wo = weights()
+  idx, gates = routing('all_to_one')
+  args = (x, idx, gates, w0, w1, wo)
+  y, dropped_frac = ep_ffn(*args, mesh=mesh, capacity=TOKENS,
+                           exchange='padded')
+  np.testing.assert_allclose(y, ref_ffn(*args), atol=1e-5)
+  assert float(dropped_frac) == 0.0
+
+
+def test_odd_d_ff_keeps_experts_whole_over_tensor():
+  mesh = sharding.make_mesh(MESHES['fsdp2_expert2_tensor2'])
+  x, w0, w1, wo = weights()
+  w0, w1, wo = w0[:, :, :15], w1[:, :, :15], wo[:, :15]  # 15 % tensor=2 != 0
+  idx, gates = routing('skewed')
+  args = (x, idx, gates, w0, w1, wo)
+  y, _ = ep_ffn(*args, mesh=mesh, exchange='padded')
+  np.testing.assert_allclose(y, ref_ffn(*args), atol=1e-5)
+
+
+def test_experts_must_divide_expert_axis():
+  mesh = sharding.make_mesh(MESHES['data2_expert4'])
+  x, w0, w1, wo = weights()
+  idx, gates = routing('uniform')
+  with pytest.raises(ConfigError, match='num_experts=6'):
+    expert.moe_ffn_ep(x, idx % 6, gates, w0[:6], w1[:6], wo[:6], mesh=mesh)
+  with pytest.raises(ConfigError, match='capacity=0'):
+    expert.moe_ffn_ep(x, idx, gates, w0, w1, wo, mesh=mesh, capacity=0)
