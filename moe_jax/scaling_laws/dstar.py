@@ -13,9 +13,11 @@ What Table 2's rounded parameters give (tests/scaling_laws/test_dstar.py): the
 difference L^MoE - L^Upc crosses zero twice on D in [1e6, 1e14]; the lower
 crossing is D* (below it upcycling wins). It is 3.0B at N1 = 1e9 against eq.
 2's 4B, within a factor 1.4 of eq. 2 for N1 in [3e8, 7e10], and there is no
-crossing for N1 = 1e8. D* is very sensitive to the parameters: the curves meet
-at a shallow angle, so rounding Table 2 to its printed digits alone moves D*(1e9)
-by several-fold; 4B is well inside that band.
+crossing for N1 = 1e8. Fitting eq. 2's shape to it over N1 in [1e9, 1e11]
+returns eq. 2's exponents (-0.70, 0.039) with a prefactor of 3.0B instead of 4B.
+D* is very sensitive to the parameters: the curves meet at a shallow angle, so
+perturbing Table 2 within its printed digits alone moves D*(1e9) several-fold;
+4B is well inside that band.
 """
 import numpy as np
 from scipy import optimize

@@ -80,6 +80,11 @@ def _prepare(form, cols, fixed):
   if n <= len(free):
     raise ConfigError(f'form {form.name!r} has {len(free)} free parameters; it needs at '
                       f'least {len(free) + 1} runs, got {n}')
+  if np.linalg.matrix_rank(X.reshape(-1, len(free))) < len(free):
+    # E.g. eq. 12 on runs of one N1: only B N1^-beta as a whole is determined.
+    flat = [k for k in form.columns if k != 'kind' and len(np.unique(cols[k])) == 1]
+    raise ConfigError(f'form {form.name!r}: parameters are not identifiable from these runs'
+                      + (f' (column {flat[0]!r} takes a single value)' if flat else ''))
   return fixed, X, c, free
 
 

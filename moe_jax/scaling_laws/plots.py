@@ -24,7 +24,7 @@ def fit_curves(form, params, cols, path):
   keys = list(zip(*[cols[g] for g in group_names])) if group_names else [()] * len(cols[x_name])
   fig, (ax, parity) = plt.subplots(1, 2, figsize=(11, 4.5))
   x_grid = np.geomspace(cols[x_name].min(), cols[x_name].max(), 100)
-  for key in sorted(set(keys), key=str):
+  for key in sorted(set(keys)):
     on = np.array([k == key for k in keys])
     label = ', '.join(f'{g}={v:.3g}' if isinstance(v, float) else f'{g}={v}'
                       for g, v in zip(group_names, key))
@@ -32,7 +32,7 @@ def fit_curves(form, params, cols, path):
     curve = {g: np.full(x_grid.shape, v) for g, v in zip(group_names, key)}
     curve[x_name] = x_grid
     ax.plot(x_grid, forms.predict(form, params, curve), color=points.get_facecolor()[0])
-  ax.set(xscale='log', yscale='log', xlabel=x_name, ylabel='loss', title=form.equation)
+  ax.set(xscale='log', xlabel=x_name, ylabel='loss', title=form.equation)
   ax.title.set_fontsize(8)
   if len(set(keys)) <= 12 and group_names:
     ax.legend(fontsize=7)

@@ -38,6 +38,16 @@ def test_table2_dstar_against_eq2():
   assert (np.log(hi) - np.log(lo)) / np.log(1.5 ** 2) == pytest.approx(-0.7, abs=0.15)
 
 
+def test_table2_reproduces_eq2_exponents_not_its_prefactor():
+  # Fitting eq. 2's shape to Table 2's numerical D* over N1 in [1e9, 1e11]
+  # gives eq. 2's exponents (-0.7, 0.04) but a prefactor of ~3B, not 4B.
+  n1 = np.geomspace(1e9, 1e11, 9)
+  fitted = dstar.fit_eq2(n1, [dstar.solve(MOE, UPC, n)[0] for n in n1])
+  assert fitted['p'] == pytest.approx(-0.7, abs=0.01)
+  assert fitted['q'] == pytest.approx(0.04, abs=0.002)
+  assert fitted['scale'] == pytest.approx(3.0e9, rel=0.02)
+
+
 def test_eq2_values_and_its_shape_fit():
   assert dstar.eq2(1e9) == pytest.approx(4e9)
   n1 = np.geomspace(1e8, 1e11, 7)

@@ -130,3 +130,12 @@ def test_missing_column_and_unknown_fixed_parameter():
     fit.fit(forms.get('mul'), cols, fixed={'gamma': 1.0})
   with pytest.raises(ConfigError, match="form 'nope' is not one of"):
     forms.get('nope')
+
+
+def test_unidentifiable_parameters_are_one_line_errors():
+  # Eq. 12 on runs of a single N1 only determines B N1^-beta + E as a whole.
+  cols = synthetic.runs('joint', synthetic.table2('table2_upcycled'),
+                        dict(JOINT_GRID, N1=[1e8]), noise=0.0)
+  with pytest.raises(ConfigError, match="form 'joint': parameters are not identifiable from "
+                     "these runs \\(column 'N1' takes a single value\\)"):
+    fit.fit(forms.get('joint'), cols)
