@@ -22,7 +22,9 @@ the T_l*k rows it receives on average under balanced routing. With a capacity
 C, each shard keeps at most C assignments per expert (first choices of all its
 tokens before second choices, then token order, as in Switch), so `slots` is
 min(T_l*min(k, E_l), E_l*C); the rest are dropped, add nothing to y and are
-counted in `dropped_frac`. The usual C = capacity_factor * T_l * k / E.
+counted in `dropped_frac`. The usual C is `moe_jax.models.dispatch.capacity`
+of the T_l local tokens: each token shard is one GShard group. Assignments
+with a zero gate (padding) are neither sent nor counted, as in `einsum`.
 
 Exchange. The padded path moves whole buffers with `jax.lax.all_to_all` and
 runs on every backend. On GPU and TPU, `jax.lax.ragged_all_to_all` moves only
@@ -91,7 +93,8 @@ def _local_moe(x_TD, idx_Tk, gates_Tk, valid_T, wi_0, wi_1, wo, *, expert_axis,
   # Assignments in priority order: all first choices, then all second, ...
   e_A = idx_Tk.T.reshape(-1)
   t_A = jnp.tile(jnp.arange(num_tokens), k)
-  valid_A = jnp.tile(valid_T, k)
+  # A zero gate (the MoE block's mark for padding) is not routed, as in einsum.
+  valid_A = jnp.tile(valid_T, k) & (gates_Tk.T.reshape(-1) != 0)
   keep_A = valid_A
   slots = num_tokens * min(k, local_experts)
   if capacity is not None:

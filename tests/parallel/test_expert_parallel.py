@@ -91,16 +91,17 @@ def test_ragged_exchange_matches_reference(kind):
   check_matches_reference(mesh, kind, 'ragged')
 
 
-def kept_by_capacity(idx, capacity, shards):
-  """Numpy model of the drop rule: per token shard, first choices first."""
-  idx = np.asarray(idx)
+def kept_by_capacity(idx, gates, capacity, shards):
+  """Numpy model of the drop rule: per token shard, first choices first,
+  zero gates never routed."""
+  idx, routed = np.asarray(idx), np.asarray(gates) != 0
   per_shard = -(-TOKENS // shards)
   keep = np.zeros(idx.shape, bool)
   for start in range(0, TOKENS, per_shard):
     used = np.zeros(E, int)
     for j in range(K):
       for t in range(start, min(start + per_shard, TOKENS)):
-        if used[idx[t, j]] < capacity:
+        if routed[t, j] and used[idx[t, j]] < capacity:
           used[idx[t, j]] += 1
           keep[t, j] = True
   return keep
@@ -113,14 +114,17 @@ def test_capacity_drops_are_counted(mesh_name):
   shards = cfg['data'] * cfg['fsdp'] * cfg['expert']
   x, w0, w1, wo = weights()
   idx, gates = routing('skewed')
+  gates = gates.at[::5].set(0.0)  # padding tokens: routed nowhere, not counted
   capacity = 2
-  keep = kept_by_capacity(idx, capacity, shards)
-  assert 0 < (~keep).sum() < keep.size  # the case really drops some
+  keep = kept_by_capacity(idx, gates, capacity, shards)
+  routed = np.asarray(gates) != 0
+  dropped = (routed & ~keep).sum()
+  assert 0 < dropped < routed.sum()  # the case really drops some
   y, dropped_frac = ep_ffn(x, idx, gates, w0, w1, wo, mesh=mesh,
                            capacity=capacity, exchange='padded')
   np.testing.assert_allclose(
       y, ref_ffn(x, idx, jnp.where(keep, gates, 0), w0, w1, wo), atol=1e-5)
-  np.testing.assert_allclose(dropped_frac, (~keep).mean(), rtol=1e-6)
+  np.testing.assert_allclose(dropped_frac, dropped / routed.sum(), rtol=1e-6)
 
 
 def test_large_capacity_is_dropless():
