@@ -78,9 +78,9 @@ def resolve(backend=None, **overrides):
   if backend is None:
     backend = platform if platform in ('gpu', 'tpu') else 'interpret'
     if backend == 'interpret':
-      logging.warning('moe_ffn: no GPU or TPU (jax.default_backend()=%r); running '
-                      'the Pallas kernels in interpret mode (exact but slow)',
-                      platform)
+      logging.warning('moe_ffn: no GPU or TPU (jax.default_backend()=%r); '
+                      'running the Pallas kernels in interpret mode (exact '
+                      'but slow)', platform)
   if backend not in BACKENDS:
     raise ConfigError(f'pallas backend={backend!r} is not one of {BACKENDS}')
   if backend != 'interpret' and backend != platform:
@@ -95,5 +95,6 @@ def compiler_params(b):
   """Triton launch settings on GPU; None elsewhere (Mosaic sets its own)."""
   if b.name != 'gpu':
     return None
+  # Imported here: jaxlib builds without Triton support only fail on GPU use.
   from jax.experimental.pallas import triton as plgpu  # pylint: disable=g-import-not-at-top
   return plgpu.CompilerParams(num_warps=b.num_warps, num_stages=b.num_stages)

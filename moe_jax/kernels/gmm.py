@@ -76,7 +76,8 @@ def _tgmm_kernel(start_ref, count_ref, lhs_ref, dout_ref, out_ref, *, tm, tk,
 
 
 def gmm_raw(lhs_RK, rhs, routing, b, transpose_rhs=False, out_dtype=None):
-  """lhs_RK @ rhs[group] per row tile; rhs is [E, K, N] or, transposed, [E, N, K]."""
+  """lhs_RK @ rhs[group] per row tile; rhs is [E, K, N], or [E, N, K] when
+  transpose_rhs."""
   if b.kernels == 'mosaic':
     return gmm_tpu.gmm(lhs_RK, rhs, routing, b, transpose_rhs, out_dtype)
   rows, k_dim = lhs_RK.shape
@@ -126,7 +127,7 @@ def tgmm_raw(lhs_RK, dout_RN, routing, b, out_dtype):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
 def gmm(lhs_RK, rhs_EKN, routing, b):
-  """Differentiable grouped matmul: out_RN[r] = lhs_RK[r] @ rhs_EKN[group(r)]."""
+  """Differentiable grouped matmul: out_RN[r] = lhs_RK[r] @ rhs_EKN[g(r)]."""
   return gmm_raw(lhs_RK, rhs_EKN, routing, b)
 
 

@@ -13,7 +13,6 @@ FLOPs: 6·T·k·D·F forward and 12·T·k·D·F backward on real rows, plus at m
 tile_m - 1 padding rows per non-empty expert.
 """
 import jax
-import jax.numpy as jnp
 
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import backend as backend_lib

@@ -1,0 +1,258 @@
+"""MoE layer benchmark: the Pallas path against dense, ragged and einsum.
+
+  python -m experiments.bench.moe_layer --out=results.json          # GPU / TPU
+  python -m experiments.bench.moe_layer --out=results.json --small  # CPU check
+
+Times forward and forward+backward of the expert FFN (x -> y, gradients to x,
+gates and the three expert weights) over the issue-6 grid: T in {4096, 16384},
+D = 2048, F in {1024, 4096}, (E, k) in {(8, 2), (64, 8)}, uniform and skewed
+routing, bf16. Every number is measured in the same process, so the ratios
+compare like with like:
+  pallas  moe_jax.kernels.moe_ffn (dropless)
+  dense   a dense SwiGLU FFN on T*k rows: the same 6·T·k·D·F forward FLOPs
+  ragged  moe_jax.models.dispatch.ragged (jax.lax.ragged_dot, dropless)
+  einsum  moe_jax.models.dispatch.einsum, capacity factor 1.25 (drops tokens)
+plus the grouped matmul alone against one dense matmul, and dispatch / combine
+bandwidth against the device's measured copy bandwidth. `--small` shrinks the
+grid so the whole script runs on CPU (Pallas in interpret mode): it checks the
+script end to end; its timings mean nothing. Imports only jax and moe_jax.
+"""
+import argparse
+import datetime
+import functools
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import jaxlib
+import numpy as np
+
+from moe_jax.errors import ConfigError
+from moe_jax.kernels import backend as backend_lib
+from moe_jax.kernels import dispatch as dispatch_lib
+from moe_jax.kernels import gmm as gmm_lib
+from moe_jax.kernels import moe_ffn as moe_ffn_lib
+from moe_jax.kernels import permute
+from moe_jax.models import dispatch as model_dispatch
+
+FULL = dict(tokens=(4096, 16384), d_model=(2048,), d_ff=(1024, 4096),
+            experts_k=((8, 2), (64, 8)), warmup=3, reps=20)
+SMALL = dict(tokens=(64,), d_model=(32,), d_ff=(64,),
+             experts_k=((4, 2), (8, 8)), warmup=1, reps=3)
+ROUTINGS = ('uniform', 'skewed')
+# Nominal dense bf16 peaks (vendor spec sheets), for the time-bound ratio only.
+PEAK_FLOPS = (('H100 PCIe', 756e12), ('H100', 989e12), ('H200', 989e12))
+
+
+def _time(fn, args, warmup, reps):
+  """Median / min wall time of jitted fn(*args), synced after every call."""
+  for _ in range(warmup):
+    jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(reps):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    times.append(time.perf_counter() - t0)
+  return float(np.median(times)), float(np.min(times))
+
+
+def _routing(key, routing, num_tokens, num_experts, top_k):
+  """Distinct experts per token by Gumbel top-k; skewed: p(e) ~ 1/(e+1)."""
+  k_idx, k_gate = jax.random.split(key)
+  logp_E = jnp.zeros(num_experts)
+  if routing == 'skewed':
+    logp_E = -jnp.log(jnp.arange(1, num_experts + 1, dtype=jnp.float32))
+  scores = logp_E + jax.random.gumbel(k_idx, (num_tokens, num_experts))
+  idx_Tk = jax.lax.top_k(scores, top_k)[1].astype(jnp.int32)
+  gates_Tk = jax.nn.softmax(jax.random.normal(k_gate, (num_tokens, top_k)))
+  return idx_Tk, gates_Tk
+
+
+def _load_stats(idx_Tk, num_experts):
+  counts = np.bincount(np.asarray(idx_Tk).reshape(-1), minlength=num_experts)
+  return dict(counts=counts.tolist(), max_over_mean=float(counts.max()
+                                                          / counts.mean()),
+              cv=float(counts.std() / counts.mean()),
+              empty_experts=int(np.sum(counts == 0)))
+
+
+def _fwd_and_grad(fn, diff_argnums):
+  """(forward, forward+backward) of fn, jitted; the backward pass gets a fixed
+  random cotangent and returns the gradients wrt diff_argnums."""
+  def loss(ct, *args):
+    return jnp.sum(fn(*args).astype(jnp.float32) * ct)
+  grad = jax.grad(loss, argnums=tuple(i + 1 for i in diff_argnums))
+  return jax.jit(fn), jax.jit(grad)
+
+
+def _dense_ffn(x_MD, w0_DF, w1_DF, wo_FD):
+  return (jax.nn.silu(x_MD @ w0_DF) * (x_MD @ w1_DF)) @ wo_FD
+
+
+def _paths(b):
+  """Each path as fn(x, idx, gates, w0, w1, wo) -> y_TD."""
+  einsum = functools.partial(model_dispatch.einsum, capacity_factor=1.25)
+  return {
+      'pallas': functools.partial(moe_ffn_lib.moe_ffn, backend=b),
+      'ragged': lambda *a: model_dispatch.ragged(*a)[0],
+      'einsum': lambda *a: einsum(*a)[0],
+  }, lambda *a: einsum(*a)[1]
+
+
+def _measure(fns, args, warmup, reps):
+  """Median seconds of each fn(*args), or an 'error: ...' string."""
+  out = {}
+  for name, fn in fns.items():
+    try:
+      out[name] = _time(fn, args, warmup, reps)[0]
+    except Exception as e:  # pylint: disable=broad-except
+      # One path failing (OOM in einsum's [T, E, C] one-hots, a kernel that
+      # does not lower) must not lose the other paths' numbers.
+      out[name] = f'error: {type(e).__name__}: {str(e).splitlines()[0][:200]}'
+  return out
+
+
+def _ratio(num, den):
+  ok = isinstance(num, float) and isinstance(den, float)
+  return num / den if ok else None
+
+
+def _ms(seconds):
+  return {n: v * 1e3 if isinstance(v, float) else v for n, v in seconds.items()}
+
+
+def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
+  """All measurements for one grid point."""
+  ks = jax.random.split(key, 6)
+  idx_Tk, gates_Tk = _routing(ks[0], routing, t, e, k)
+  x_TD = jax.random.normal(ks[1], (t, d), dtype)
+  ws = [jax.random.normal(ks[2], (e, d, f), dtype) / d**0.5,
+        jax.random.normal(ks[3], (e, d, f), dtype) / d**0.5,
+        jax.random.normal(ks[4], (e, f, d), dtype) / f**0.5]
+  args = (x_TD, idx_Tk, gates_Tk.astype(dtype), *ws)
+  ct = jax.random.normal(ks[5], (t, d), jnp.float32)
+  # Dense FFN on the T*k routed rows with expert 0's weights: equal FLOPs.
+  x_MD = jnp.repeat(x_TD, k, axis=0)
+  dense_args = (x_MD, ws[0][0], ws[1][0], ws[2][0])
+  ct_dense = jnp.repeat(ct, k, axis=0)
+
+  paths, dropped_fn = _paths(b)
+  fwd, fwd_bwd = {}, {}
+  for name, fn in paths.items():
+    fwd[name], fwd_bwd[name] = _fwd_and_grad(fn, (0, 2, 3, 4, 5))
+  dense_fwd, dense_grad = _fwd_and_grad(_dense_ffn, (0, 1, 2, 3))
+  fwd_s = _measure({'dense': dense_fwd}, dense_args, warmup, reps)
+  fwd_s.update(_measure(fwd, args, warmup, reps))
+  bwd_s = _measure({'dense': dense_grad}, (ct_dense, *dense_args), warmup,
+                   reps)
+  bwd_s.update(_measure(fwd_bwd, (ct, *args), warmup, reps))
+
+  # Pieces of the Pallas path: grouped matmul alone vs one dense matmul of
+  # equal FLOPs, and the data movement of dispatch (routing metadata + row
+  # gather) and of combine.
+  r = jax.jit(lambda i: dispatch_lib.route(i, e, b.tile_m))(idx_Tk)
+  x_RD = jax.jit(lambda x, r: permute.dispatch(x, r, b))(x_TD, r)
+  pieces = _measure(
+      {'gmm': jax.jit(lambda x, w, r: gmm_lib.gmm_raw(x, w, r, b))},
+      (x_RD, ws[0], r), warmup, reps)
+  pieces.update(_measure({'dense_matmul': jax.jit(jnp.matmul)},
+                         (x_MD, ws[0][0]), warmup, reps))
+  pieces.update(_measure({'dispatch': jax.jit(lambda x, i: permute.dispatch(
+      x, dispatch_lib.route(i, e, b.tile_m), b))}, (x_TD, idx_Tk), warmup,
+                         reps))
+  pieces.update(_measure({'combine': jax.jit(
+      lambda y, g, r: permute.combine(y, g, r, b, dtype))},
+                         (x_RD, gates_Tk, r), warmup, reps))
+
+  flops_fwd, flops_fb = 6 * t * k * d * f, 18 * t * k * d * f
+  row_bytes = t * k * d * jnp.dtype(dtype).itemsize   # the k routed copies
+  p_fwd, p_fb = fwd_s['pallas'], bwd_s['pallas']
+  return dict(
+      tokens=t, d_model=d, d_ff=f, experts=e, top_k=k, routing=routing,
+      tokens_per_expert_mean=t * k / e, load=_load_stats(idx_Tk, e),
+      assignments=t * k, padded_rows=int(r.num_tiles[0]) * b.tile_m,
+      einsum_dropped_frac=float(jax.jit(dropped_fn)(*args)),
+      fwd_ms=_ms(fwd_s), fwd_bwd_ms=_ms(bwd_s), pieces_ms=_ms(pieces),
+      tflops={n: dict(fwd=_ratio(flops_fwd / 1e12, fwd_s[n]),
+                      fwd_bwd=_ratio(flops_fb / 1e12, bwd_s[n]))
+              for n in fwd_s},
+      ratios=dict(
+          gmm_vs_dense_throughput=_ratio(pieces['dense_matmul'],
+                                         pieces['gmm']),
+          fwd_vs_dense_throughput=_ratio(fwd_s['dense'], p_fwd),
+          fwd_bwd_vs_dense_throughput=_ratio(bwd_s['dense'], p_fb),
+          fwd_bwd_vs_time_bound=(_ratio(flops_fb / peak, p_fb) if peak
+                                 else None),
+          fwd_speedup_vs_ragged=_ratio(fwd_s['ragged'], p_fwd),
+          fwd_bwd_speedup_vs_ragged=_ratio(bwd_s['ragged'], p_fb),
+          fwd_speedup_vs_einsum=_ratio(fwd_s['einsum'], p_fwd),
+          fwd_bwd_speedup_vs_einsum=_ratio(bwd_s['einsum'], p_fb)),
+      # Dispatch reads and writes the k routed rows; combine reads them and
+      # writes one row per token.
+      bandwidth_GBps=dict(
+          dispatch=_ratio(2 * row_bytes / 1e9, pieces['dispatch']),
+          combine=_ratio((row_bytes + row_bytes // k) / 1e9,
+                         pieces['combine'])),
+  )
+
+
+def copy_bandwidth(num_bytes, warmup, reps):
+  """Device read+write bandwidth of an elementwise op over num_bytes (GB/s)."""
+  a = jnp.ones((num_bytes // 4,), jnp.float32)
+  seconds, _ = _time(jax.jit(lambda v: v * 2.0), (a,), warmup, reps)
+  return 2 * num_bytes / seconds / 1e9
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument('--out', required=True, help='results JSON path')
+  ap.add_argument('--small', action='store_true', help='CPU-sized grid')
+  ap.add_argument('--backend', default=None, help='gpu | tpu | interpret')
+  ap.add_argument('--dtype', default='bfloat16')
+  args = ap.parse_args(argv)
+  grid = SMALL if args.small else FULL
+  b = backend_lib.resolve(args.backend)
+  if b.interpret and not args.small:
+    raise ConfigError('the full grid needs a GPU or TPU (pallas backend '
+                      "resolved to 'interpret'); pass --small on CPU")
+  dev = jax.devices()[0]
+  peak = next((p for name, p in PEAK_FLOPS if name in dev.device_kind), None)
+  meta = dict(
+      date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+      jax=jax.__version__, jaxlib=jaxlib.__version__, platform=dev.platform,
+      device=dev.device_kind, device_count=jax.device_count(),
+      pallas_backend=b.name, tiles=dict(m=b.tile_m, n=b.tile_n, k=b.tile_k),
+      dtype=args.dtype, small=args.small, nominal_peak_flops=peak,
+      copy_bandwidth_GBps=copy_bandwidth(2**20 if args.small else 2**30,
+                                         grid['warmup'], grid['reps']),
+      timing=dict(warmup=grid['warmup'], reps=grid['reps'], statistic='median',
+                  sync='jax.block_until_ready after every call, jitted, '
+                  'compile excluded by the warm-up calls'),
+      routing='uniform: Gumbel top-k over equal logits; skewed: logits '
+              'log(1/(e+1)); distinct experts per token; counts in each case')
+  results = []
+  key = jax.random.PRNGKey(0)
+  for t in grid['tokens']:
+    for d in grid['d_model']:
+      for f in grid['d_ff']:
+        for e, k in grid['experts_k']:
+          for routing in ROUTINGS:
+            key, sub = jax.random.split(key)
+            case = bench_case(sub, t, d, f, e, k, routing, b,
+                              jnp.dtype(args.dtype), grid['warmup'],
+                              grid['reps'], peak)
+            results.append(case)
+            print(json.dumps({n: case[n] for n in ('tokens', 'd_ff', 'experts',
+                                                   'top_k', 'routing',
+                                                   'fwd_bwd_ms', 'ratios')}),
+                  flush=True)
+  with open(args.out, 'w') as fh:
+    json.dump(dict(meta=meta, results=results), fh, indent=1)
+
+
+if __name__ == '__main__':
+  try:
+    main()
+  except ConfigError as err:
+    raise SystemExit(f'error: {err}') from None
