@@ -1,0 +1,86 @@
+"""Function preservation with the real model (DESIGN "MoE semantics to get right").
+
+Exact: dense -> MoE with copied experts when the gates sum to 1; E -> mE with
+k -> mk and copied router columns (grow_width, alpha=0) under softmax scores
+and under renormalised sigmoid scores. Not exact: grow_width with sigmoid
+scores and no renormalisation (copies keep full gates), and expand_experts
+with top-k fixed (copies tie and push out the next-best expert); for those the
+tests check the gap is real and report it.
+"""
+import jax
+import numpy as np
+import pytest
+
+from moe_jax.models import config as model_config, transformer
+from moe_jax.upcycle import mapping, recipes
+from tests.upcycle import toy
+
+
+def _model(c):
+  return transformer.Transformer(model_config.ModelConfig.from_config(c))
+
+
+def _tokens():
+  return np.random.default_rng(0).integers(0, 11, size=(2, 13)).astype(np.int32)
+
+
+def _gap(src_c, dst_c, name, args, seed=0):
+  tokens = _tokens()
+  src_model, dst_model = _model(src_c), _model(dst_c)
+  src = src_model.init(jax.random.key(seed), tokens)['params']
+  abstract = jax.eval_shape(lambda: dst_model.init(jax.random.key(0), tokens)['params'])
+  recipe = recipes.build(name, src_c, dst_c, args)
+  dst = mapping.transform(recipe, src, abstract, jax.random.key(seed + 1))
+  want, _ = src_model.apply({'params': src}, tokens)
+  got, _ = dst_model.apply({'params': dst}, tokens)
+  assert np.all(np.isfinite(got))
+  return float(np.max(np.abs(np.asarray(got) - np.asarray(want))))
+
+
+def _moe(**kw):
+  base = dict(layers=2, d_ff=16)
+  base.update({k: kw.pop(k) for k in list(kw) if k in ('num_experts', 'top_k', 'every',
+                                                         'layers', 'use_bias')})
+  c = toy.config(**base)
+  c.moe.update(kw)
+  return _scaled(c)
+
+
+def _scaled(c):
+  # Weights far from 0 so that a broken transform shows in the logits.
+  c.model.init_std = 0.3
+  return c
+
+
+# One case per invariant runs by default; the variants are slow (model compiles).
+@pytest.mark.parametrize('every', [2, pytest.param(1, marks=pytest.mark.slow)])
+def test_dense_to_moe_exact_copies(every):
+  dst = _moe(num_experts=4, top_k=2, every=every, renormalize=True)
+  assert _gap(_scaled(toy.config(layers=2, d_ff=16)), dst, 'dense_to_moe', {}) < 1e-5
+
+
+@pytest.mark.parametrize('score,order,renormalize', [
+    ('softmax', 'softmax_then_topk', True),
+    pytest.param('softmax', 'softmax_then_topk', False, marks=pytest.mark.slow),
+    pytest.param('softmax', 'topk_then_softmax', True, marks=pytest.mark.slow),
+    pytest.param('sigmoid', 'softmax_then_topk', True, marks=pytest.mark.slow)])
+def test_grow_width_alpha0_exact(score, order, renormalize):
+  kw = dict(score=score, order=order, renormalize=renormalize, use_bias=True)
+  src, dst = _moe(num_experts=4, top_k=1, **kw), _moe(num_experts=8, top_k=2, **kw)
+  assert _gap(src, dst, 'grow_width', dict(alpha=0.0)) < 1e-5
+
+
+@pytest.mark.slow
+def test_grow_width_sigmoid_without_renormalisation_is_not_exact():
+  kw = dict(score='sigmoid', renormalize=False)
+  src, dst = _moe(num_experts=4, top_k=1, **kw), _moe(num_experts=8, top_k=2, **kw)
+  gap = _gap(src, dst, 'grow_width', dict(alpha=0.0))
+  print(f'grow_width sigmoid, no renormalisation: max |dlogits| = {gap:.3g}')
+  assert gap > 1e-3
+
+
+def test_expand_experts_topk_fixed_is_not_exact():
+  src, dst = _moe(num_experts=4, top_k=2), _moe(num_experts=8, top_k=2)
+  gap = _gap(src, dst, 'expand_experts', dict(delta=0.0))
+  print(f'expand_experts 4 -> 8, top-2 fixed: max |dlogits| = {gap:.3g}')
+  assert gap > 1e-4
