@@ -3,7 +3,7 @@
   python -m moe_jax.main --config=configs/lm_dense.py:tiny --workdir=/tmp/dense
 
 `tiny` is a CPU-sized run (a few minutes on 2 cores); a preset name
-(`15M`, `44M`, `0.1B`, `0.2B`, `0.5B`, `1B`: seed 002 Table 3) gives that model.
+(`dense_15m`, `dense_44m`, `dense_0.1b` ... `dense_1b`: seed 002 Table 3) gives that model.
 """
 from configs import common
 

@@ -4,7 +4,8 @@
 
 `tiny` is a CPU-sized run (8 experts, top-2; a few minutes on 2 cores); no
 argument is the 10-layer interleaved MoE of seed 000 Table 6(a). Other presets:
-`20layer`, `8layer`, `full4` ... `full10` (Table 7(a)), `15M-moe` ... (seed 002).
+`20layer`, `8layer`, `full_4layer` ... `full_10layer` (Table 7(a)),
+`dense_15m` ... `8x1b` (seed 002 Table 3).
 """
 from configs import common
 

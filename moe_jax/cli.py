@@ -1,7 +1,7 @@
 """What every entry point shares: one-line errors instead of tracebacks."""
 import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from moe_jax.errors import ConfigError, NonFiniteLossError
 
@@ -21,10 +21,18 @@ def run_reporting_errors(fn, *args):
 
 def _parse_flags(argv):
   try:
-    return flags.FLAGS(argv)
-  except flags.Error as e:  # unknown --config.KEY, bad value, missing flag
+    argv = flags.FLAGS(argv)
+  except flags.Error as e:  # bad value, missing flag
     print(f'error: {str(e).splitlines()[0]}', file=sys.stderr)
     sys.exit(2)
+  except (AttributeError, KeyError) as e:  # ml_collections: --config.KEY not in the config
+    overrides = ' '.join(a for a in argv[1:] if a.startswith('--config.'))
+    key = str(e).splitlines()[0].strip('"\'')
+    print(f'error: config has no key {key!r} (overrides: {overrides})', file=sys.stderr)
+    sys.exit(2)
+  if not flags.FLAGS['verbosity'].present:
+    logging.set_verbosity(logging.WARNING)  # Orbax logs every file it writes at INFO
+  return argv
 
 
 def run_app(main):

@@ -27,7 +27,7 @@ def evaluate_checkpoint(ckpt, config=None, num_batches=None):
   num_batches=None uses config.eval_batches; 0 uses the whole split.
   """
   config = (config or checkpoint_config(ckpt)).copy_and_resolve_references()
-  if num_batches is not None:
+  if num_batches:
     config.eval_batches = num_batches
   directory, step = checkpoint.resolve(ckpt)
   workdir = os.path.dirname(directory)
@@ -42,6 +42,7 @@ def evaluate_checkpoint(ckpt, config=None, num_batches=None):
     raise ConfigError(f'no checkpoint in {directory}')
   params = manager.restore(step, program.abstract_state.params)['params']
   manager.close()
-  result = trainer.evaluate(program, params, pipeline.eval_batches(config, tokenizer), mesh)
+  batches = pipeline.eval_batches(config, tokenizer, full=num_batches == 0)
+  result = trainer.evaluate(program, params, batches)
   return dict(result, step=int(step), ckpt=os.path.join(directory, str(step)),
               devices=jax.device_count())

@@ -24,12 +24,6 @@ def check_run(config):
     raise ConfigError(f'init_from={config.init_from!r} does not exist')
 
 
-def check_batch(config, data_parallel):
-  if config.batch_size % data_parallel:
-    raise ConfigError(f'batch_size={config.batch_size} is not divisible by the '
-                      f'{data_parallel} data-parallel devices of the mesh')
-
-
 def _get(config, dotted):
   value = config
   for part in dotted.split('.'):

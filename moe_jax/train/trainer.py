@@ -16,7 +16,8 @@ from moe_jax.data import pipeline
 from moe_jax.errors import NonFiniteLossError
 from moe_jax.models import accounting, transformer
 from moe_jax.models import config as model_config
-from moe_jax.train import checkpoint, config_check, metrics, optimizer, state as state_lib, step
+from moe_jax.train import checkpoint, config_check, metrics, optimizer, placement
+from moe_jax.train import state as state_lib, step
 
 
 @dataclasses.dataclass
@@ -28,6 +29,7 @@ class Program:
   lr_fn: object
   abstract_state: object
   state_shardings: object
+  batch_sharding: object
   train_step: object
   eval_step: object
 
@@ -39,10 +41,10 @@ def build(config, mesh, start_step=0):
   abstract_params = jax.eval_shape(lambda: model.init(jax.random.key(0), tokens)['params'])
   tx, lr_fn = optimizer.make(config.opt, config.total_steps, abstract_params, start_step)
   abstract_state = jax.eval_shape(lambda p: state_lib.create(p, tx), abstract_params)
-  state_shardings = sharding.state_shardings(abstract_state, mesh, config.mesh)
-  batch_sharding = sharding.batch_sharding(mesh)
+  state_shardings = placement.state_shardings(abstract_state, mesh, config.mesh)
+  batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
   return Program(
-      config, model, tx, lr_fn, abstract_state, state_shardings,
+      config, model, tx, lr_fn, abstract_state, state_shardings, batch_sharding,
       step.jit_train_step(model, tx, lr_fn, config, state_shardings, batch_sharding),
       step.jit_eval_step(model, state_shardings.params, batch_sharding))
 
@@ -70,10 +72,10 @@ def restore_state(program, manager, step_):
   return state_lib.TrainState(jnp.asarray(step_, jnp.int32), out['params'], opt_state), out['data']
 
 
-def evaluate(program, params, batches, mesh):
+def evaluate(program, params, batches):
   total, count = 0.0, 0.0
   for batch in batches:
-    ce_sum, n = program.eval_step(params, sharding.put_batch(batch, mesh))
+    ce_sum, n = program.eval_step(params, placement.put_batch(batch, program.batch_sharding))
     total, count = total + float(ce_sum), count + float(n)
   return dict(val_loss=total / max(count, 1.0), val_tokens=int(count))
 
@@ -109,7 +111,6 @@ def train_and_evaluate(config, workdir):
   if config.mesh.distributed:
     jax.distributed.initialize()
   mesh = sharding.make_mesh(config.mesh)
-  config_check.check_batch(config, sharding.data_parallel_size(mesh))
   tokenizer = pipeline.tokenizer_for(config, workdir)
   if not config.model.vocab_size:
     config.model.vocab_size = tokenizer.vocab_size
@@ -150,7 +151,7 @@ def train_and_evaluate(config, workdir):
     bar = tqdm.tqdm(range(start, config.total_steps), initial=start, total=config.total_steps,
                     desc='train', disable=jax.process_index() != 0, dynamic_ncols=True)
     for i in bar:
-      batch = sharding.put_batch(next(train_it), mesh)
+      batch = placement.put_batch(next(train_it), program.batch_sharding)
       state, step_metrics = program.train_step(state, batch)
       done = i + 1
       pending.append((done, step_metrics))
@@ -173,7 +174,7 @@ def train_and_evaluate(config, workdir):
         if peak:
           last['mfu'] = tokens_per_s * flops_per_token / (peak * jax.device_count())
         if eval_now:
-          last.update(evaluate(program, state.params, val_batches, mesh))
+          last.update(evaluate(program, state.params, val_batches))
         writer.write(done, last)
         bar.set_postfix(loss=f'{last["loss"]:.3f}', **(
             {'val': f'{last["val_loss"]:.3f}'} if 'val_loss' in last else {}))
