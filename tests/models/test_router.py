@@ -138,3 +138,14 @@ def test_jitter_is_multiplicative_and_bounded():
   y = router.jitter(x, 0.1, jax.random.key(0))
   assert float(jnp.max(jnp.abs(y - x))) <= 0.1
   assert float(jnp.std(y)) > 0
+
+
+def test_router_init_follows_seed_002():
+  # N(0, 2 / (5 d_model)) (seed 002 appendix A.6); the bias starts at zero.
+  d_model = 256
+  std = (2.0 / (5.0 * d_model)) ** 0.5
+  params = router.Router(64, std, True).init(jax.random.key(0), jnp.ones((1, 1, d_model)))
+  w = np.asarray(params['params']['w'])
+  assert w.shape == (d_model, 64) and abs(w.mean()) < 0.05 * std
+  np.testing.assert_allclose(w.std(), std, rtol=0.03)   # 16k samples: sd of the estimate ~0.6%
+  assert not np.any(params['params']['bias'])
