@@ -86,9 +86,10 @@ class ModelConfig:
       model_kw['vocab_size'] = int(vocab_size)
     if moe_kw.get('d_ff', 0) == 0:
       moe_kw['d_ff'] = model_kw.get('d_ff', cls.d_ff)
-    if moe_kw.get('router_init_std', 0.0) == 0.0:
+    d_model = model_kw.get('d_model', cls.d_model)
+    if moe_kw.get('router_init_std', 0.0) == 0.0 and d_model > 0:
       # Seed 002 appendix A.6: router weights ~ N(0, 2 / (5 d_model)).
-      moe_kw['router_init_std'] = math.sqrt(2.0 / (5.0 * model_kw.get('d_model', cls.d_model)))
+      moe_kw['router_init_std'] = math.sqrt(2.0 / (5.0 * d_model))
     cfg = cls(moe=MoEConfig(**moe_kw), **model_kw)
     cfg.validate()
     return cfg
