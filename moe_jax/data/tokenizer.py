@@ -1,0 +1,111 @@
+"""Tokenizers: byte-level (default, nothing to train) and BPE via HF `tokenizers`.
+
+Both expose `vocab_size`, `pad_id`, `bos_id` (None when the vocabulary has no
+BOS), `eos_id`, `encode(text) -> int32 array`, `encode_batch(texts)`,
+`decode(ids) -> str`, and `fingerprint` (identifies the vocabulary, so a
+tokenised corpus can be cached per tokenizer).
+
+Ids 0, 1, 2 are <pad>, <bos>, <eos> in both of ours. Padding is marked by
+`segment_ids == 0`, never by the token id; pad id 0 only fills the padded
+slots, so a model never sees a real token with the padding's id. The byte
+tokenizer maps byte b to id b + 3 (vocab_size 259). Every document is packed as
+<bos> text <eos>: <eos> teaches the model where a document ends, <bos> gives
+the first real token something to be predicted from.
+"""
+import hashlib
+
+import numpy as np
+import tokenizers
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from moe_jax.errors import ConfigError
+
+SPECIALS = ('<pad>', '<bos>', '<eos>')
+# Names other tokenizer.json files use, tried in order, for ones not trained here.
+_EOS_NAMES = ('<eos>', '</s>', '<|endoftext|>', '<|end_of_text|>')
+_BOS_NAMES = ('<bos>', '<s>', '<|begin_of_text|>')
+
+
+class _Fingerprinted:
+  """Equal and hashable by vocabulary, so caches can key on a tokenizer."""
+
+  def __eq__(self, other):
+    return self.fingerprint == getattr(other, 'fingerprint', None)
+
+  def __hash__(self):
+    return hash(self.fingerprint)
+
+
+class ByteTokenizer(_Fingerprinted):
+  """UTF-8 bytes offset by 3 past the three special ids."""
+  pad_id, bos_id, eos_id = 0, 1, 2
+  offset = len(SPECIALS)
+  vocab_size = 256 + offset
+  fingerprint = 'byte'
+
+  def encode(self, text):
+    return np.frombuffer(text.encode('utf-8'), np.uint8).astype(np.int32) + self.offset
+
+  def encode_batch(self, texts):
+    return [self.encode(t) for t in texts]
+
+  def decode(self, ids):
+    ids = np.asarray(ids)
+    return bytes((ids[ids >= self.offset] - self.offset).astype(np.uint8)).decode(
+        'utf-8', errors='replace')
+
+
+class BpeTokenizer(_Fingerprinted):
+  """A HF `tokenizers.Tokenizer`; encodes without its own special-token post-processing
+  (the packer adds <bos>/<eos>)."""
+
+  def __init__(self, tok, source='tokenizer'):
+    self.tok = tok
+    vocab = tok.get_vocab(with_added_tokens=True)
+    self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
+    self.pad_id = vocab.get('<pad>', 0)
+    self.bos_id = next((vocab[n] for n in _BOS_NAMES if n in vocab), None)
+    self.eos_id = next((vocab[n] for n in _EOS_NAMES if n in vocab), None)
+    if self.eos_id is None:
+      raise ConfigError(f'{source} has no end-of-document token (one of {", ".join(_EOS_NAMES)})')
+    self.fingerprint = 'bpe:' + hashlib.sha256(tok.to_str().encode()).hexdigest()
+
+  @classmethod
+  def load(cls, path):
+    try:
+      tok = tokenizers.Tokenizer.from_file(path)
+    except Exception as e:  # tokenizers raises plain Exception on unreadable files
+      raise ConfigError(f'data.tokenizer_path: cannot read {path} as a tokenizer.json '
+                        f'({str(e).splitlines()[0] if str(e) else type(e).__name__})') from e
+    return cls(tok, source=path)
+
+  def save(self, path):
+    self.tok.save(path)
+
+  def encode(self, text):
+    return np.asarray(self.tok.encode(text, add_special_tokens=False).ids, np.int32)
+
+  def encode_batch(self, texts):
+    # The Rust side encodes the batch on all cores.
+    return [np.asarray(e.ids, np.int32)
+            for e in self.tok.encode_batch(list(texts), add_special_tokens=False)]
+
+  def decode(self, ids):
+    return self.tok.decode([int(i) for i in ids], skip_special_tokens=True)
+
+
+def train_bpe(texts, vocab_size):
+  """Byte-level BPE trained on `texts`: ids 0..2 special, then the 256 byte
+  symbols, then merges up to `vocab_size` (fewer if the text runs out of pairs)."""
+  min_size = len(SPECIALS) + 256 + 1
+  if vocab_size < min_size:
+    raise ConfigError(f'data.bpe_vocab_size={vocab_size} must be at least {min_size} '
+                      '(3 special ids + 256 bytes + 1 merge)')
+  tok = tokenizers.Tokenizer(models.BPE())
+  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+  tok.decoder = decoders.ByteLevel()
+  trainer = trainers.BpeTrainer(
+      vocab_size=vocab_size, special_tokens=list(SPECIALS), show_progress=False,
+      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+  tok.train_from_iterator(texts, trainer=trainer)
+  return BpeTokenizer(tok, source='the trained BPE')
