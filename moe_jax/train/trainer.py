@@ -101,10 +101,12 @@ def _check_finite(pending):
                                'checkpoint before it is kept')
 
 
-def train_and_evaluate(config, workdir):
+def train_and_evaluate(config, workdir, stop_at=None):
   """Trains `config` in `workdir`, resuming from its newest checkpoint.
 
-  Returns the final metrics (including val_loss when eval is enabled).
+  `stop_at` saves and returns once that step is reached (a time-sliced job, or a
+  test of resuming); the run continues from there next time. Returns the last
+  logged metrics (with val_loss at eval steps).
   """
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
@@ -117,13 +119,14 @@ def train_and_evaluate(config, workdir):
   config_check.check_workdir(config, workdir)
   program = build(config, mesh)   # validates the model config before any write
 
+  train_it = pipeline.train_iterator(config, tokenizer)
+  val_batches = pipeline.eval_batches(config, tokenizer) if config.eval_every_steps else []
+
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     with open(os.path.join(workdir, 'config.json'), 'w') as f:
       f.write(config.to_json_best_effort(indent=2))
   manager = checkpoint.Manager.for_workdir(workdir, config.ckpt)
-  train_it = pipeline.train_iterator(config, tokenizer)
-  val_batches = pipeline.eval_batches(config, tokenizer) if config.eval_every_steps else []
 
   start = manager.latest_step()
   if start is not None:
@@ -158,8 +161,9 @@ def train_and_evaluate(config, workdir):
       is_last = done == config.total_steps
       eval_now = bool(val_batches) and (done % config.eval_every_steps == 0 or is_last)
       log = done % config.log_every_steps == 0 or is_last or eval_now
+      stop = preemption.requested or done == stop_at
       ckpt = (config.checkpoint_every_steps and done % config.checkpoint_every_steps == 0) or (
-          is_last or preemption.requested)
+          is_last or stop)
       if not (log or ckpt):
         continue
       pending = jax.device_get(pending)
@@ -180,7 +184,7 @@ def train_and_evaluate(config, workdir):
             {'val': f'{last["val_loss"]:.3f}'} if 'val_loss' in last else {}))
       if ckpt:
         save(done)
-      if preemption.requested:
+      if stop:
         break
   finally:
     preemption.restore()
