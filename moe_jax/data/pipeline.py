@@ -132,7 +132,8 @@ def train_dataset(config, tok, process_index=None, process_count=None):
   # second epoch from being seed s + 1's first.
   shuffle_seed = int(np.random.SeedSequence(config.seed).generate_state(1)[0])
   ds = grain.MapDataset.range(len(rows)).shuffle(seed=shuffle_seed).repeat()
-  return ds[p::num].batch(local).map(functools.partial(_batch, rows))
+  # drop_remainder: the stream is endless, and it keeps grain's length arithmetic integer.
+  return ds[p::num].batch(local, drop_remainder=True).map(functools.partial(_batch, rows))
 
 
 def train_iterator(config, tok, process_index=None, process_count=None):
