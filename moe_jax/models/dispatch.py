@@ -23,7 +23,8 @@ from moe_jax.kernels import reference as reference_kernel
 
 
 def reference(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
-  return reference_kernel.moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD), jnp.float32(0.0)
+  y_TD = reference_kernel.moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD)
+  return y_TD, jnp.float32(0.0)
 
 
 def capacity(num_tokens, top_k, num_experts, capacity_factor):

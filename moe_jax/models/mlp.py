@@ -10,11 +10,6 @@ import jax.numpy as jnp
 from moe_jax.models import layers
 
 
-def swiglu(x_TD, wi_0_DF, wi_1_DF, wo_FD):
-  h_TF = jax.nn.silu(x_TD @ wi_0_DF) * (x_TD @ wi_1_DF)
-  return h_TF @ wo_FD
-
-
 class MLP(nn.Module):
   d_ff: int
   init_std: float
