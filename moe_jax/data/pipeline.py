@@ -14,9 +14,10 @@ the same config. It is the same on every process, so one copy serves all.
 `grain.checkpoint.CheckpointSave(it)` / `CheckpointRestore(it)` work as well
 and write one file per process.
 
-Resume is exact because nothing is streamed: the corpus is tokenised and
-packed once into numpy rows (cached in memory per corpus, tokenizer and
-seq_len), and a batch is a pure function of (seed, step, process): grain's
+Resume is exact because nothing is streamed: the corpus is read, tokenised
+and packed once per process into numpy rows (cached in memory per corpus,
+tokenizer and seq_len; files edited later in the same process are not
+re-read), and a batch is a pure function of (seed, step, process): grain's
 index shuffle permutes the rows of each epoch with a seed derived from
 (`seed`, epoch), so epochs differ and a different `seed` gives a different
 order. `batch_size` is global: the global batch of step s holds the rows

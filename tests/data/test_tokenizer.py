@@ -8,7 +8,8 @@ from configs import common
 from moe_jax.data import pipeline, tokenizer
 from moe_jax.errors import ConfigError
 
-TEXT = 'Now is the winter of our discontent\nMade glorious summer by this sun of York; caf\u00e9 \u2014 \u00e6'
+TEXT = ('Now is the winter of our discontent\n'
+        'Made glorious summer by this sun of York; caf\u00e9 \u2014 \u00e6')
 
 
 def test_byte_ids_leave_room_for_specials_and_roundtrip():
