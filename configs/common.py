@@ -130,10 +130,22 @@ def mesh():
 
 
 def upcycle():
+  """Growing a model: in-run at step `step` (the trainer), or between checkpoints
+  (python -m moe_jax.upcycle). The target config is the source config with
+  the recipe's change (experts x factor; experts and top_k x factor for
+  grow_width; layers by args.method for grow_depth) and then `target`'s
+  overrides (nested groups, e.g. target.moe.num_experts for dense_to_moe)."""
   return ml_collections.ConfigDict(dict(
       step=0,                # in-run transition step tau (0: none)
-      recipe='',             # dense_to_moe | expand_experts | grow_width | grow_depth
-      args=ml_collections.ConfigDict(),
+      recipe='',             # dense_to_moe | expand_experts | grow_width | grow_depth | dus
+      factor=2,              # expansion factor m (experts, or depth)
+      args=ml_collections.ConfigDict(),    # recipe options, moe_jax/upcycle/recipes.py
+      target=ml_collections.ConfigDict(),  # overrides of the target config
+      utility_metric='grad_norm',          # args.allocation=utility: grad_norm | saliency |
+      utility_batches=8,                   #   weight_norm | curvature, over this many batches
+      report_batches=4,      # validation batches for the function-preservation report
+      seed=0,                # noise and fresh inits of the transform
+      source='',             # provenance: the checkpoint this run was upcycled from
   ))
 
 

@@ -18,7 +18,10 @@ flags.mark_flags_as_required(['config', 'workdir'])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  cli.run_reporting_errors(trainer.train_and_evaluate, _CONFIG.value, _WORKDIR.value)
+  last = cli.run_reporting_errors(trainer.train_and_evaluate, _CONFIG.value, _WORKDIR.value)
+  if 'val_loss' in last:
+    print(f'val_loss {last["val_loss"]:.4f} nats/token (unigram entropy of the validation '
+          f'split: {last["val_unigram_entropy"]:.4f})')
 
 
 if __name__ == '__main__':

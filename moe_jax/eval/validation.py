@@ -8,7 +8,7 @@ import ml_collections
 from moe_jax import sharding
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
-from moe_jax.train import checkpoint, trainer
+from moe_jax.train import checkpoint, program as program_lib
 
 
 def checkpoint_config(ckpt):
@@ -35,7 +35,7 @@ def evaluate_checkpoint(ckpt, config=None, num_batches=None):
   if not config.model.vocab_size:
     config.model.vocab_size = tokenizer.vocab_size
   mesh = sharding.make_mesh(config.mesh)
-  program = trainer.build(config, mesh)
+  program = program_lib.build(config, mesh)
   manager = checkpoint.Manager(directory, async_save=False, read_only=True)
   step = manager.latest_step() if step is None else step
   if step is None:
@@ -43,6 +43,6 @@ def evaluate_checkpoint(ckpt, config=None, num_batches=None):
   params = manager.restore(step, program.abstract_state.params)['params']
   manager.close()
   batches = pipeline.eval_batches(config, tokenizer, full=num_batches == 0)
-  result = trainer.evaluate(program, params, batches)
+  result = program_lib.evaluate(program, params, batches)
   return dict(result, step=int(step), ckpt=os.path.join(directory, str(step)),
               devices=jax.device_count())

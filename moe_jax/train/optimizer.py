@@ -69,14 +69,20 @@ def schedule(opt_cfg, total_steps, start_step=0):
 
 
 def make(opt_cfg, total_steps, params, start_step=0):
-  """Returns (optax transformation, schedule) for a params tree."""
+  """Returns (tx, lr_fn) for a params tree.
+
+  `tx` gives the AdamW direction with unit learning rate; the train step scales
+  it by `lr_fn(global step)`. Keeping the schedule out of optax's own step count
+  means a reset optimizer state (after an upcycle transition) does not restart
+  the schedule.
+  """
   if opt_cfg.name != 'adamw':
     raise ConfigError(f"opt.name={opt_cfg.name!r} is not one of ('adamw',)")
   lr = schedule(opt_cfg, total_steps, start_step)
   decay_mask = jax.tree_util.tree_map(lambda no: not no, _labels(params, _NO_DECAY))
   adamw = optax.chain(
       optax.clip_by_global_norm(opt_cfg.clip_norm) if opt_cfg.clip_norm else optax.identity(),
-      optax.adamw(lr, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
+      optax.adamw(1.0, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
                   weight_decay=opt_cfg.weight_decay, mask=decay_mask))
   labels = jax.tree_util.tree_map(lambda f: 'frozen' if f else 'adamw', _labels(params, _FROZEN))
   return optax.multi_transform({'adamw': adamw, 'frozen': optax.set_to_zero()}, labels), lr

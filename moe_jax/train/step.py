@@ -43,11 +43,12 @@ def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate):
 
   (_, (ce, count, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
-  params = optax.apply_updates(state.params, updates)
+  lr = lr_fn(state.step)
+  params = optax.apply_updates(state.params, jax.tree.map(lambda u: lr * u, updates))
   if bias_update_rate:
     params = router.update_biases(params, aux, bias_update_rate)
-  metrics = dict(loss=ce, aux_loss=aux['aux_loss'], grad_norm=optax.global_norm(grads),
-                 lr=lr_fn(state.step), tokens=count, **moe_metrics(aux))
+  metrics = dict(loss=ce, aux_loss=aux['aux_loss'], grad_norm=optax.tree.norm(grads),
+                 lr=lr, tokens=count, **moe_metrics(aux))
   return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
 

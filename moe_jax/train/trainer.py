@@ -1,6 +1,5 @@
 """train_and_evaluate(config, workdir): the whole training run, importable from a
 notebook. `moe_jax.main` is only its command-line wrapper."""
-import dataclasses
 import json
 import os
 import signal
@@ -14,70 +13,10 @@ import tqdm
 from moe_jax import sharding
 from moe_jax.data import pipeline
 from moe_jax.errors import NonFiniteLossError
-from moe_jax.models import accounting, transformer
-from moe_jax.models import config as model_config
-from moe_jax.train import checkpoint, config_check, metrics, optimizer, placement
-from moe_jax.train import state as state_lib, step
-
-
-@dataclasses.dataclass
-class Program:
-  """What one model shape needs to train: rebuilt after an in-run upcycle."""
-  config: object
-  model: object
-  tx: object
-  lr_fn: object
-  abstract_state: object
-  state_shardings: object
-  batch_sharding: object
-  train_step: object
-  eval_step: object
-
-
-def build(config, mesh, start_step=0):
-  cfg = model_config.ModelConfig.from_config(config)
-  model = transformer.Transformer(cfg)
-  tokens = jnp.zeros((1, config.seq_len), jnp.int32)
-  abstract_params = jax.eval_shape(lambda: model.init(jax.random.key(0), tokens)['params'])
-  tx, lr_fn = optimizer.make(config.opt, config.total_steps, abstract_params, start_step)
-  abstract_state = jax.eval_shape(lambda p: state_lib.create(p, tx), abstract_params)
-  state_shardings = placement.state_shardings(abstract_state, mesh, config.mesh)
-  batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
-  return Program(
-      config, model, tx, lr_fn, abstract_state, state_shardings, batch_sharding,
-      step.jit_train_step(model, tx, lr_fn, config, state_shardings, batch_sharding),
-      step.jit_eval_step(model, state_shardings.params, batch_sharding))
-
-
-def init_state(program, seed):
-  model, tx = program.model, program.tx
-  tokens = jnp.zeros((1, program.config.seq_len), jnp.int32)
-
-  def init():
-    params = model.init(jax.random.key(seed), tokens)['params']
-    return state_lib.create(params, tx)
-
-  return jax.jit(init, out_shardings=program.state_shardings)()
-
-
-def restore_state(program, manager, step_):
-  """Restores a workdir checkpoint; a params-only one (from the upcycle CLI)
-  gets a fresh optimizer state."""
-  abstract = program.abstract_state
-  out = manager.restore(step_, abstract.params, abstract.opt_state)
-  opt_state = out['opt_state']
-  if opt_state is None:
-    opt_state = jax.jit(program.tx.init, out_shardings=program.state_shardings.opt_state)(
-        out['params'])
-  return state_lib.TrainState(jnp.asarray(step_, jnp.int32), out['params'], opt_state), out['data']
-
-
-def evaluate(program, params, batches):
-  total, count = 0.0, 0.0
-  for batch in batches:
-    ce_sum, n = program.eval_step(params, placement.put_batch(batch, program.batch_sharding))
-    total, count = total + float(ce_sum), count + float(n)
-  return dict(val_loss=total / max(count, 1.0), val_tokens=int(count))
+from moe_jax.errors import ConfigError
+from moe_jax.models import accounting
+from moe_jax.train import checkpoint, config_check, metrics, placement, program as program_lib
+from moe_jax.upcycle import transition
 
 
 class _Preemption:
@@ -101,12 +40,27 @@ def _check_finite(pending):
                                'checkpoint before it is kept')
 
 
+def _write_json(workdir, name, record):
+  if jax.process_index() == 0:
+    with open(os.path.join(workdir, name), 'w') as f:
+      json.dump(record, f, indent=2)
+
+
+def _peek(config, tokenizer, train_it, num_batches):
+  """The next `num_batches` training batches, leaving `train_it` where it is."""
+  side = pipeline.train_iterator(config, tokenizer)
+  side.set_state(train_it.get_state())
+  return [next(side) for _ in range(num_batches)]
+
+
 def train_and_evaluate(config, workdir, stop_at=None):
   """Trains `config` in `workdir`, resuming from its newest checkpoint.
 
-  `stop_at` saves and returns once that step is reached (a time-sliced job, or a
-  test of resuming); the run continues from there next time. Returns the last
-  logged metrics (with val_loss at eval steps).
+  With `upcycle.step` = tau > 0 the model grows in memory after step tau by
+  `upcycle.recipe`; checkpoints from tau on hold the grown model, so resuming
+  on either side of tau works. `stop_at` saves and returns once that step is
+  reached (a time-sliced job, or a test of resuming). Returns the last logged
+  metrics (with val_loss at eval steps).
   """
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
@@ -117,7 +71,11 @@ def train_and_evaluate(config, workdir, stop_at=None):
   if not config.model.vocab_size:
     config.model.vocab_size = tokenizer.vocab_size
   config_check.check_workdir(config, workdir)
-  program = build(config, mesh)   # validates the model config before any write
+  program = program_lib.build(config, mesh)   # validates the model config before any write
+  tau = config.upcycle.step
+  dst_config = transition.target_config(config) if tau else None
+  if tau >= config.total_steps:
+    raise ConfigError(f'upcycle.step={tau} must be below total_steps={config.total_steps}')
 
   train_it = pipeline.train_iterator(config, tokenizer)
   val_batches = pipeline.eval_batches(config, tokenizer) if config.eval_every_steps else []
@@ -130,17 +88,18 @@ def train_and_evaluate(config, workdir, stop_at=None):
 
   start = manager.latest_step()
   if start is not None:
-    state, data_state = restore_state(program, manager, start)
+    if tau and start >= tau:
+      program = program_lib.build(dst_config, mesh, start_step=tau)
+    state, data_state = program_lib.restore_state(program, manager, start)
     if data_state is not None:
       train_it.set_state(data_state)
   else:
-    start, state = 0, init_state(program, config.seed)
+    start, state = 0, program_lib.init_state(program, config.seed)
     if config.init_from:
       params, _ = checkpoint.restore_params(config.init_from, program.abstract_state.params)
       state = state.replace(params=params)
 
   writer = metrics.Writer(workdir, resume_step=start)
-  flops_per_token = 3 * accounting.forward_flops_per_token(program.model.cfg, config.seq_len)
   peak = metrics.peak_flops(jax.devices()[0])
   preemption = _Preemption()
   pending, last = [], {}
@@ -158,27 +117,38 @@ def train_and_evaluate(config, workdir, stop_at=None):
       state, step_metrics = program.train_step(state, batch)
       done = i + 1
       pending.append((done, step_metrics))
-      is_last = done == config.total_steps
-      eval_now = bool(val_batches) and (done % config.eval_every_steps == 0 or is_last)
-      log = done % config.log_every_steps == 0 or is_last or eval_now
+      is_last, grow = done == config.total_steps, bool(tau) and done == tau
       stop = preemption.requested or done == stop_at
+      eval_now = bool(val_batches) and (done % config.eval_every_steps == 0 or is_last or grow)
+      log = done % config.log_every_steps == 0 or is_last or eval_now
       ckpt = (config.checkpoint_every_steps and done % config.checkpoint_every_steps == 0) or (
-          is_last or stop)
+          is_last or stop or grow)
       if not (log or ckpt):
         continue
       pending = jax.device_get(pending)
       _check_finite(pending)
       last = dict(pending[-1][1])
       pending = []
+      if grow:
+        up = config.upcycle
+        scores = (_peek(config, tokenizer, train_it, up.utility_batches)
+                  if up.args.get('allocation') == 'utility' else ())
+        program, state, report, record = program_lib.upcycle(
+            program, dst_config, state, mesh, scores, val_batches[:up.report_batches])
+        last.update({f'upcycle/{k}': v for k, v in report.items()})
+        _write_json(workdir, 'upcycle_report.json', dict(report, step=tau, recipe=up.recipe))
+        if record:
+          _write_json(workdir, 'upcycle_scores.json', record)
       if log:
         elapsed = time.perf_counter() - t0
         tokens_per_s = (done - t0_step) * config.batch_size * config.seq_len / elapsed
         t0, t0_step = time.perf_counter(), done
         last.update(perplexity=float(np.exp(min(last['loss'], 50.0))), tokens_per_s=tokens_per_s)
         if peak:
-          last['mfu'] = tokens_per_s * flops_per_token / (peak * jax.device_count())
+          flops = 3 * accounting.forward_flops_per_token(program.model.cfg, config.seq_len)
+          last['mfu'] = tokens_per_s * flops / (peak * jax.device_count())
         if eval_now:
-          last.update(evaluate(program, state.params, val_batches))
+          last.update(program_lib.evaluate(program, state.params, val_batches))
         writer.write(done, last)
         bar.set_postfix(loss=f'{last["loss"]:.3f}', **(
             {'val': f'{last["val_loss"]:.3f}'} if 'val_loss' in last else {}))
@@ -191,4 +161,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
     manager.wait()
     manager.close()
     writer.close()
+  if 'val_loss' in last:
+    # The loss of the best context-free model: what "learned something" beats.
+    last['val_unigram_entropy'] = pipeline.validation_entropy(config, tokenizer)
   return last

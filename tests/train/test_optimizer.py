@@ -51,10 +51,10 @@ def test_decay_mask_and_frozen_router_bias():
   params = {'layers_0': {'attn_norm': {'scale': jnp.ones(4)},
                          'moe': {'router': {'w': jnp.ones((4, 2)), 'bias': jnp.ones(2)}}}}
   cfg = _opt(schedule='constant', warmup_steps=0, weight_decay=0.5, clip_norm=0.0, lr=0.1)
-  tx, _ = optimizer.make(cfg, 10, params)
+  tx, lr = optimizer.make(cfg, 10, params)
   zero_grads = jax.tree.map(jnp.zeros_like, params)
   updates, _ = tx.update(zero_grads, tx.init(params), params)
-  new = optax.apply_updates(params, updates)
+  new = optax.apply_updates(params, jax.tree.map(lambda u: lr(0) * u, updates))
   layer = new['layers_0']
   np.testing.assert_allclose(layer['attn_norm']['scale'], 1.0)        # no decay on norms
   np.testing.assert_allclose(layer['moe']['router']['bias'], 1.0)     # frozen

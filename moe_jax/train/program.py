@@ -1,0 +1,91 @@
+"""A Program: what training one model shape needs (model, optimizer, shardings,
+jitted steps), and the state that goes with it. The trainer builds one per
+shape: one for a plain run, a second after an in-run upcycle."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from moe_jax.models import transformer
+from moe_jax.models import config as model_config
+from moe_jax.train import optimizer, placement
+from moe_jax.train import state as state_lib, step
+from moe_jax.upcycle import mapping, transition
+
+
+@dataclasses.dataclass
+class Program:
+  """What one model shape needs to train: rebuilt after an in-run upcycle."""
+  config: object
+  model: object
+  tx: object
+  lr_fn: object
+  abstract_state: object
+  state_shardings: object
+  batch_sharding: object
+  train_step: object
+  eval_step: object
+
+
+def build(config, mesh, start_step=0):
+  cfg = model_config.ModelConfig.from_config(config)
+  model = transformer.Transformer(cfg)
+  tokens = jnp.zeros((1, config.seq_len), jnp.int32)
+  abstract_params = jax.eval_shape(lambda: model.init(jax.random.key(0), tokens)['params'])
+  tx, lr_fn = optimizer.make(config.opt, config.total_steps, abstract_params, start_step)
+  abstract_state = jax.eval_shape(lambda p: state_lib.create(p, tx), abstract_params)
+  state_shardings = placement.state_shardings(abstract_state, mesh, config.mesh)
+  batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
+  return Program(
+      config, model, tx, lr_fn, abstract_state, state_shardings, batch_sharding,
+      step.jit_train_step(model, tx, lr_fn, config, state_shardings, batch_sharding),
+      step.jit_eval_step(model, state_shardings.params, batch_sharding))
+
+
+def init_state(program, seed):
+  model, tx = program.model, program.tx
+  tokens = jnp.zeros((1, program.config.seq_len), jnp.int32)
+
+  def init():
+    params = model.init(jax.random.key(seed), tokens)['params']
+    return state_lib.create(params, tx)
+
+  return jax.jit(init, out_shardings=program.state_shardings)()
+
+
+def restore_state(program, manager, step_):
+  """Restores a workdir checkpoint; a params-only one (from the upcycle CLI)
+  gets a fresh optimizer state."""
+  abstract = program.abstract_state
+  out = manager.restore(step_, abstract.params, abstract.opt_state)
+  opt_state = out['opt_state']
+  if opt_state is None:
+    opt_state = jax.jit(program.tx.init, out_shardings=program.state_shardings.opt_state)(
+        out['params'])
+  return state_lib.TrainState(jnp.asarray(step_, jnp.int32), out['params'], opt_state), out['data']
+
+
+def evaluate(program, params, batches):
+  total, count = 0.0, 0.0
+  for batch in batches:
+    ce_sum, n = program.eval_step(params, placement.put_batch(batch, program.batch_sharding))
+    total, count = total + float(ce_sum), count + float(n)
+  return dict(val_loss=total / max(count, 1.0), val_tokens=int(count))
+
+
+def upcycle(program, dst_config, state, mesh, score_batches=(), report_batches=()):
+  """The in-run transition at the current step (seed 000's upcycle at tau).
+
+  Returns the target Program, the grown state (params by the recipe, the
+  optimizer state by its policy), the function-preservation report and the
+  utility-score record (or None).
+  """
+  new = build(dst_config, mesh, start_step=int(state.step))
+  params, recipe, scores = transition.apply(program.config, dst_config, state.params,
+                                            score_batches, new.state_shardings.params)
+  opt_state = mapping.map_opt_state(recipe, state.opt_state, new.abstract_state.opt_state,
+                                    new.abstract_state.params, recipe.opt_policy)
+  opt_state = jax.device_put(opt_state, new.state_shardings.opt_state)
+  report = transition.preservation_report(program.config, dst_config, state.params, params,
+                                          report_batches) if report_batches else {}
+  return new, state_lib.TrainState(state.step, params, opt_state), report, scores

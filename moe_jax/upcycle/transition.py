@@ -1,0 +1,127 @@
+"""Applying an upcycle to live params: what both the CLI (checkpoint to
+checkpoint) and the trainer (in-run, at step tau) call.
+
+  dst_config = transition.target_config(config)
+  dst_params, recipe, scores = transition.apply(config, dst_config, params, batches)
+  report = transition.preservation_report(config, dst_config, params, dst_params, batches)
+
+`config` is a full training config whose `upcycle` group names the recipe.
+Nothing here imports the trainer.
+"""
+import jax
+import jax.numpy as jnp
+
+from moe_jax.errors import ConfigError
+from moe_jax.models import config as model_config, transformer
+from moe_jax.train import losses
+from moe_jax.upcycle import layout, mapping, recipes, utility
+
+
+def _model(config):
+  return transformer.Transformer(model_config.ModelConfig.from_config(config))
+
+
+def abstract_params(config):
+  tokens = jnp.zeros((1, config.seq_len), jnp.int32)
+  return jax.eval_shape(lambda: _model(config).init(jax.random.key(0), tokens)['params'])
+
+
+def _args(up):
+  args = up.args.to_dict() if hasattr(up.args, 'to_dict') else dict(up.args)
+  if up.recipe in ('grow_depth', 'dus'):
+    args.setdefault('factor', up.factor)
+  return args
+
+
+def target_config(config):
+  """The config of the grown model (see configs/common.py:upcycle)."""
+  up = config.upcycle
+  if up.recipe not in recipes.RECIPES:
+    raise ConfigError(f'upcycle.recipe={up.recipe!r} is not one of {tuple(recipes.RECIPES)}')
+  if int(up.factor) != up.factor or up.factor < 2:
+    raise ConfigError(f'upcycle.factor={up.factor} must be an integer >= 2')
+  dst = config.copy_and_resolve_references()
+  if up.recipe in ('expand_experts', 'grow_width'):
+    dst.moe.num_experts = config.moe.num_experts * up.factor
+  if up.recipe == 'grow_width':
+    dst.moe.top_k = config.moe.top_k * up.factor
+  if up.recipe in ('grow_depth', 'dus'):
+    a = _args(up)
+    method = 'dus' if up.recipe == 'dus' else a.get('method', 'interpose')
+    dst.model.num_layers = len(layout.depth_map(config, method, a['factor'],
+                                                a.get('percent', 0.0)))
+  for group, overrides in up.target.items():
+    if group not in dst:
+      raise ConfigError(f'upcycle.target.{group} is not a config group')
+    for key, value in overrides.items():
+      if key not in dst[group]:
+        raise ConfigError(f'upcycle.target.{group}.{key} is not a config key')
+      dst[group][key] = value
+  dst.upcycle.step, dst.upcycle.recipe = 0, ''   # the grown model does not grow again
+  model_config.ModelConfig.from_config(dst)     # one-line errors for a bad target
+  return dst
+
+
+def _lm_loss(config):
+  model = _model(config)
+
+  def loss_fn(params, batch):
+    logits, _ = model.apply({'params': params}, batch['inputs'],
+                            segment_ids=batch['segment_ids'], positions=batch['positions'])
+    return losses.cross_entropy(logits, batch['targets'], batch['loss_mask'])[0]
+
+  return loss_fn
+
+
+def utility_scores(config, params, batches):
+  """Seed 000 utility of every expert, from gradients over `batches`."""
+  metric = config.upcycle.utility_metric
+  acc = None
+  if metric != 'weight_norm':
+    acc = utility.accumulate_sq_grads(_lm_loss(config), params, list(batches or []))
+  return utility.expert_scores(params, acc, metric), acc
+
+
+def apply(config, dst_config, params, batches=None, out_shardings=None):
+  """(dst params, recipe, scores record or None): the transform, jitted.
+
+  `batches` feed the utility scores when `upcycle.args.allocation='utility'`.
+  """
+  up = config.upcycle
+  args, record = _args(up), None
+  if args.get('allocation') == 'utility':
+    scores, acc = utility_scores(config, params, batches)
+    args['scores'] = {layer: [float(x) for x in s] for layer, s in scores.items()}
+    record = utility.dump(scores, utility.replica_counts(scores, up.factor), up.utility_metric,
+                          acc)
+  recipe = recipes.build(up.recipe, config, dst_config, args)
+  dst = mapping.transform(recipe, params, abstract_params(dst_config),
+                          jax.random.key(up.seed), out_shardings)
+  return dst, recipe, record
+
+
+def preservation_report(config, dst_config, params, dst_params, batches):
+  """Loss before and after, and max |delta logits|, on the same batches."""
+  src_model, dst_model = _model(config), _model(dst_config)
+
+  @jax.jit
+  def compare(src_p, dst_p, batch):
+    kw = dict(segment_ids=batch['segment_ids'], positions=batch['positions'])
+    a, _ = src_model.apply({'params': src_p}, batch['inputs'], **kw)
+    b, _ = dst_model.apply({'params': dst_p}, batch['inputs'], **kw)
+    mask = batch['loss_mask']
+    ce = lambda logits: losses.cross_entropy(logits, batch['targets'], mask)
+    (la, n), (lb, _) = ce(a), ce(b)
+    diff = jnp.max(jnp.where(batch['segment_ids'][..., None] > 0, jnp.abs(a - b), 0.0))
+    return la * n, lb * n, n, diff
+
+  before = after = count = 0.0
+  max_diff = 0.0
+  for batch in batches:
+    la, lb, n, diff = (float(x) for x in jax.device_get(compare(params, dst_params, batch)))
+    before, after, count = before + la, after + lb, count + n
+    max_diff = max(max_diff, float(diff))
+  if not count:
+    raise ConfigError('the function-preservation report got no validation tokens')
+  return dict(loss_before=before / count, loss_after=after / count,
+              max_abs_dlogits=max_diff, tokens=int(count))

@@ -1,0 +1,73 @@
+"""In-run upcycling at step tau: the model grows in memory, checkpoints after
+tau hold the grown model, and a run resumed on either side of tau logs what an
+uninterrupted one does."""
+import json
+import os
+
+import ml_collections
+import numpy as np
+import pytest
+
+from moe_jax.errors import ConfigError
+from moe_jax.train import checkpoint, trainer
+from tests.train import tiny
+
+
+def _expand(**overrides):
+  c = tiny.config(**overrides)
+  c.upcycle.update(step=3, recipe='expand_experts', factor=2)
+  c.upcycle.args = ml_collections.ConfigDict(dict(delta=0.0))
+  return c
+
+
+def _rows(workdir):
+  with open(os.path.join(workdir, 'metrics.jsonl')) as f:
+    return [json.loads(line) for line in f]
+
+
+def _experts(workdir, step):
+  manager = checkpoint.Manager(os.path.join(workdir, 'checkpoints'), async_save=False)
+  meta = manager._manager.item_metadata(step)['params']  # pylint: disable=protected-access
+  shape = meta.tree['layers_0']['moe']['experts']['wi_0'].shape
+  manager.close()
+  return shape[0]
+
+
+@pytest.mark.parametrize('stop', [4, pytest.param(2, marks=pytest.mark.slow)])
+def test_expand_experts_in_run_and_resume_across_tau(tmp_path, stop):
+  """Interrupted after tau (restores the grown shape) or before (grows on resume)."""
+  straight = str(tmp_path / 'straight')
+  trainer.train_and_evaluate(_expand(), straight)
+  rows = _rows(straight)
+  grown = next(r for r in rows if r['step'] == 3)
+  assert 'upcycle/loss_before' in grown and np.isfinite(grown['upcycle/loss_after'])
+  assert len(grown['moe/layers_0/load']) == 4       # the step itself ran on 4 experts
+  assert len(rows[-1]['moe/layers_0/load']) == 8    # later steps on 8
+  assert _experts(straight, 3) == 8 and _experts(straight, 6) == 8
+
+  resumed = str(tmp_path / 'resumed')
+  trainer.train_and_evaluate(_expand(), resumed, stop_at=stop)
+  trainer.train_and_evaluate(_expand(), resumed)
+  got = [(r['step'], r['loss']) for r in _rows(resumed)]
+  np.testing.assert_allclose(got, [(r['step'], r['loss']) for r in rows], rtol=0, atol=0)
+
+
+def test_dense_to_moe_in_run_preserves_the_function(tmp_path):
+  c = tiny.config(**{'moe.num_experts': 0, 'total_steps': 4, 'eval_every_steps': 0})
+  c.upcycle.update(step=2, recipe='dense_to_moe', report_batches=2)
+  c.upcycle.target = ml_collections.ConfigDict({'moe': {'num_experts': 4, 'top_k': 2}})
+  c.eval_every_steps = 2
+  workdir = str(tmp_path / 'run')
+  trainer.train_and_evaluate(c, workdir)
+  with open(os.path.join(workdir, 'upcycle_report.json')) as f:
+    report = json.load(f)
+  assert report['max_abs_dlogits'] < 1e-5
+  assert report['loss_before'] == pytest.approx(report['loss_after'], abs=1e-5)
+
+
+def test_tau_past_the_run_is_refused(tmp_path):
+  c = _expand()
+  c.upcycle.step = 6
+  with pytest.raises(ConfigError, match='upcycle.step=6 must be below total_steps=6'):
+    trainer.train_and_evaluate(c, str(tmp_path / 'run'))
+  assert not os.path.exists(tmp_path / 'run')
