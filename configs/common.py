@@ -124,6 +124,7 @@ def ckpt():
 def mesh():
   return ml_collections.ConfigDict(dict(
       data=-1, fsdp=1, expert=1, tensor=1,   # -1: the remaining devices
+      num_devices=0,         # the first N devices only (0: all); one-process runs
       distributed=False,     # call jax.distributed.initialize()
       rules='',              # logical->mesh overrides: 'embed=fsdp+tensor,vocab='
   ))

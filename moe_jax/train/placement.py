@@ -1,8 +1,43 @@
 """Where the train state and batches live on the mesh (rules in moe_jax/sharding.py)."""
+import functools
+
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from moe_jax import sharding
+from moe_jax.errors import ConfigError
+
+
+def make_mesh(mesh_cfg):
+  """The run's mesh: `sharding.make_mesh` over the first `mesh.num_devices`
+  devices (0: all of them).
+
+  Fewer devices than the host has is for one-process runs (a one-device
+  baseline, a scaling benchmark, resuming on a smaller mesh); a multi-process
+  mesh must span every process, so there it has to be all of them.
+  """
+  devices, n = jax.devices(), int(mesh_cfg.get('num_devices', 0))
+  if n < 0 or n > len(devices):
+    raise ConfigError(f'mesh.num_devices={n} must be between 0 and the {len(devices)} devices')
+  if n and n != len(devices) and jax.process_count() > 1:
+    raise ConfigError(f'mesh.num_devices={n}: a multi-process run uses all '
+                      f'{len(devices)} devices (set 0)')
+  return sharding.make_mesh(mesh_cfg, devices[:n] if n else devices)
+
+
+def on_mesh(mesh, fn):
+  """`fn` called under `jax.set_mesh(mesh)`.
+
+  Code that runs while `fn` is traced sees the mesh through
+  `jax.sharding.get_abstract_mesh()`: the MoE block picks expert-parallel
+  dispatch from it (moe_jax/models/dispatch.py). The mesh is part of jit's
+  cache key, so a jitted `fn` is traced for it once.
+  """
+  @functools.wraps(fn)
+  def wrapped(*args, **kwargs):
+    with jax.set_mesh(mesh):
+      return fn(*args, **kwargs)
+  return wrapped
 
 
 def state_shardings(abstract_state, mesh, mesh_cfg):

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from moe_jax.models import transformer
 from moe_jax.models import config as model_config
-from moe_jax.train import optimizer, placement
+from moe_jax.train import checkpoint, optimizer, placement
 from moe_jax.train import state as state_lib, step
 from moe_jax.upcycle import mapping, transition
 
@@ -35,11 +35,14 @@ def build(config, mesh, start_step=0):
   tx, lr_fn = optimizer.make(config.opt, config.total_steps, abstract_params, start_step)
   abstract_state = jax.eval_shape(lambda p: state_lib.create(p, tx), abstract_params)
   state_shardings = placement.state_shardings(abstract_state, mesh, config.mesh)
+  # Restores land on this mesh, whatever mesh wrote the checkpoint.
+  abstract_state = checkpoint.abstract_like(abstract_state, state_shardings)
   batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
   return Program(
       config, model, tx, lr_fn, abstract_state, state_shardings, batch_sharding,
-      step.jit_train_step(model, tx, lr_fn, config, state_shardings, batch_sharding),
-      step.jit_eval_step(model, state_shardings.params, batch_sharding))
+      placement.on_mesh(mesh, step.jit_train_step(model, tx, lr_fn, config, state_shardings,
+                                                  batch_sharding)),
+      placement.on_mesh(mesh, step.jit_eval_step(model, state_shardings.params, batch_sharding)))
 
 
 def init_state(program, seed):

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import numpy as np
 import tqdm
 
-from moe_jax import sharding
 from moe_jax.data import pipeline
 from moe_jax.errors import NonFiniteLossError
 from moe_jax.errors import ConfigError
@@ -66,7 +65,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   config_check.check_run(config)
   if config.mesh.distributed:
     jax.distributed.initialize()
-  mesh = sharding.make_mesh(config.mesh)
+  mesh = placement.make_mesh(config.mesh)
   tokenizer = pipeline.tokenizer_for(config, workdir)
   if not config.model.vocab_size:
     config.model.vocab_size = tokenizer.vocab_size
