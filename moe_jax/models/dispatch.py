@@ -8,6 +8,8 @@ and return `(y_TD, dropped_frac)`:
   ragged     dropless: sort the T*k assignments by expert (int32 keys), two
              `jax.lax.ragged_dot` grouped matmuls, un-sort, weighted sum over k
   pallas     the fused kernel of moe_jax/kernels/moe_ffn.py
+Under a mesh whose `expert` axis has more than one device, `get` returns the
+expert-parallel path of moe_jax/parallel/expert.py instead (`expert_parallel`).
 An assignment whose gate is exactly 0 (the MoE block zeroes padding tokens'
 gates) adds nothing to y; einsum does not let it take a capacity slot.
 """
@@ -20,6 +22,7 @@ import jax.numpy as jnp
 
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import reference as reference_kernel
+from moe_jax.parallel import expert as expert_lib
 
 
 def reference(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
@@ -86,13 +89,38 @@ def pallas(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
   return kernel.moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD), jnp.float32(0.0)
 
 
+def expert_parallel(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
+                    capacity_factor=None):
+  """`expert_lib.moe_ffn_ep` on `mesh`: dropless, or with `capacity_factor`
+  capacity-bounded with C = `capacity` of each token shard's tokens.
+
+  Each token shard is one GShard group (moe_jax/parallel/expert.py), so with a
+  capacity the tokens dropped can differ from einsum's one group over all T.
+  """
+  cap = None
+  if capacity_factor is not None:
+    num_tokens, top_k = idx_Tk.shape
+    shards = math.prod(size for axis, size in mesh.shape.items() if axis != 'tensor')
+    cap = capacity(-(-num_tokens // shards), top_k, wi_0_EDF.shape[0], capacity_factor)
+  return expert_lib.moe_ffn_ep(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, mesh=mesh,
+                               capacity=cap)
+
+
 _PATHS = {'reference': reference, 'einsum': einsum, 'ragged': ragged, 'pallas': pallas}
 
 
-def get(name, capacity_factor=1.25):
-  """The dispatch function `name`; `capacity_factor` is used by einsum only."""
+def get(name, capacity_factor=1.25, mesh=None):
+  """The dispatch function `name`; `capacity_factor` is used by einsum only.
+
+  With a `mesh` (concrete or abstract) whose `expert` axis is larger than 1,
+  experts live on different devices, so every name maps to `expert_parallel`:
+  einsum to its capacity mode, the dropless paths to its dropless mode.
+  """
   if name not in _PATHS:
     raise ConfigError(f'moe.dispatch={name!r} is not one of {tuple(_PATHS)}')
+  if mesh is not None and dict(mesh.shape).get('expert', 1) > 1:
+    return functools.partial(expert_parallel, mesh=mesh,
+                             capacity_factor=capacity_factor if name == 'einsum' else None)
   if name == 'einsum':
     return functools.partial(einsum, capacity_factor=capacity_factor)
   return _PATHS[name]
