@@ -1,9 +1,7 @@
 """Validation loss of a checkpoint: what `moe_jax.evaluate` prints."""
-import json
 import os
 
 import jax
-import ml_collections
 
 from moe_jax import sharding
 from moe_jax.data import pipeline
@@ -11,22 +9,12 @@ from moe_jax.errors import ConfigError
 from moe_jax.train import checkpoint, program as program_lib
 
 
-def checkpoint_config(ckpt):
-  """The config a checkpoint was trained with (its workdir's config.json)."""
-  directory, _ = checkpoint.resolve(ckpt)
-  path = os.path.join(os.path.dirname(directory), 'config.json')
-  if not os.path.exists(path):
-    raise ConfigError(f'{path} is missing: pass --config for checkpoint {ckpt}')
-  with open(path) as f:
-    return ml_collections.ConfigDict(json.load(f))
-
-
 def evaluate_checkpoint(ckpt, config=None, num_batches=None):
   """Returns dict(val_loss, val_tokens, step, ...) on the validation split.
 
   num_batches=None uses config.eval_batches; 0 uses the whole split.
   """
-  config = (config or checkpoint_config(ckpt)).copy_and_resolve_references()
+  config = (config or checkpoint.workdir_config(ckpt)).copy_and_resolve_references()
   if num_batches:
     config.eval_batches = num_batches
   directory, step = checkpoint.resolve(ckpt)

@@ -9,9 +9,11 @@ then starts both fresh).
 Orbax writes each step to a temporary directory and renames it on commit, so a
 step directory is complete or absent; a crash mid-save leaves the previous one.
 """
+import json
 import os
 
 import jax
+import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
 
@@ -39,13 +41,24 @@ def resolve(path):
   raise ConfigError(f'{path} is neither a workdir, a checkpoints directory nor a step directory')
 
 
+def workdir_config(ckpt):
+  """The config a checkpoint was trained with (its workdir's config.json)."""
+  directory, _ = resolve(ckpt)
+  path = os.path.join(os.path.dirname(directory), 'config.json')
+  if not os.path.exists(path):
+    raise ConfigError(f'{path} is missing: pass --config for checkpoint {ckpt}')
+  with open(path) as f:
+    return ml_collections.ConfigDict(json.load(f))
+
+
 class Manager:
   """A thin CheckpointManager over a workdir's checkpoints/ directory."""
 
   def __init__(self, directory, keep=2, keep_every=0, async_save=True, read_only=False):
+    # Orbax's own read_only mode warns on every open; not creating is enough.
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep or None, keep_period=keep_every or None, create=not read_only,
-        enable_async_checkpointing=async_save, read_only=read_only)
+        max_to_keep=None if read_only else keep or None, keep_period=keep_every or None,
+        create=not read_only, enable_async_checkpointing=async_save)
     self.directory = directory
     handlers = dict(params=ocp.StandardCheckpointHandler(), meta=ocp.JsonCheckpointHandler(),
                     opt_state=ocp.StandardCheckpointHandler(), data=ocp.JsonCheckpointHandler())

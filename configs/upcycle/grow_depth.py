@@ -1,0 +1,20 @@
+"""Depth growth: stacking (l1..ln, l1..ln) or interposition (l1, l1, l2, l2, ...)
+by a factor (seed 003), or depth up-scaling by a percentage (`dus`, seed 004).
+
+  python -m moe_jax.upcycle --config=configs/upcycle/grow_depth.py:method=stack \
+      --src=/tmp/moe --dst=/tmp/moe_deep
+
+Interleaved dense/MoE stacks are grown by whole blocks of `moe.every` layers,
+so the pattern is kept; the `first_dense` leading layers are kept once.
+"""
+import ml_collections
+
+from configs import common
+
+
+def get_config(arg=None):
+  arg = common.parse_arg(arg, method='interpose', factor=2, percent=0.0)
+  up = common.upcycle()
+  up.recipe, up.factor = 'grow_depth', arg.factor
+  up.args = ml_collections.ConfigDict(dict(method=arg.method, percent=arg.percent))
+  return up

@@ -1,0 +1,36 @@
+r"""Grow a checkpoint into a new workdir.
+
+  python -m moe_jax.upcycle --config=configs/upcycle/NAME.py[:ARG] --src=CKPT --dst=DIR [--overwrite]
+
+CKPT is a workdir (its newest checkpoint) or a checkpoint step directory. DIR
+becomes a workdir whose step-0 checkpoint holds the grown params:
+`python -m moe_jax.main --config=... --workdir=DIR` trains it on and
+`python -m moe_jax.evaluate --ckpt=DIR` evaluates it. Prints the
+function-preservation report (loss before and after, max |delta logits|) as
+one JSON line; DIR/upcycle_report.json keeps it.
+"""
+import json
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from moe_jax import cli
+from moe_jax.upcycle import run
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'Upcycle config (an `upcycle` group).')
+_SRC = flags.DEFINE_string('src', None, 'Source workdir or checkpoint step directory.')
+_DST = flags.DEFINE_string('dst', None, 'New workdir for the grown model.')
+_OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Replace an existing --dst.')
+flags.mark_flags_as_required(['config', 'src', 'dst'])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  report = cli.run_reporting_errors(run.upcycle_checkpoint, _CONFIG.value, _SRC.value,
+                                    _DST.value, _OVERWRITE.value)
+  print(json.dumps({k: v for k, v in report.items() if k != 'recipe'}))
+
+
+if __name__ == '__main__':
+  cli.run_app(main)

@@ -1,0 +1,103 @@
+"""The upcycle CLI end to end on tiny checkpoints: exactness report, --src never
+touched, --dst whole or absent, and the grown workdir trains and evaluates."""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from configs.upcycle import dense_to_moe, expand_experts
+from moe_jax.errors import ConfigError
+from moe_jax.eval import validation
+from moe_jax.train import trainer
+from moe_jax.upcycle import run, transition
+from tests.train import tiny
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _digest(root):
+  h = hashlib.sha256()
+  for d, _, files in sorted(os.walk(root)):
+    for name in sorted(files):
+      with open(os.path.join(d, name), 'rb') as f:
+        h.update(name.encode() + f.read())
+  return h.hexdigest()
+
+
+@pytest.fixture(scope='module')
+def dense_workdir(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp('dense') / 'run')
+  trainer.train_and_evaluate(tiny.config(**{'moe.num_experts': 0, 'total_steps': 2}), workdir)
+  return workdir
+
+
+def test_dense_to_moe_cli_is_exact_and_leaves_src_alone(dense_workdir, tmp_path):
+  before = _digest(dense_workdir)
+  dst = str(tmp_path / 'moe')
+  env = dict(os.environ, PYTHONPATH=_REPO)
+  proc = subprocess.run(
+      [sys.executable, '-m', 'moe_jax.upcycle', '--config=configs/upcycle/dense_to_moe.py:experts=4',
+       f'--src={dense_workdir}', f'--dst={dst}'], cwd=_REPO, env=env, capture_output=True,
+      text=True, check=False)
+  assert proc.returncode == 0, proc.stderr
+  report = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert report['max_abs_dlogits'] < 1e-5
+  assert report['loss_after'] == pytest.approx(report['loss_before'], abs=1e-5)
+  assert _digest(dense_workdir) == before
+  assert sorted(os.listdir(dst)) == ['checkpoints', 'config.json', 'upcycle_report.json']
+  # The grown workdir evaluates to the reported loss and trains on.
+  result = validation.evaluate_checkpoint(dst)
+  assert result['step'] == 0 and result['val_loss'] == pytest.approx(report['loss_after'],
+                                                                     abs=1e-4)
+  grown = tiny.config(**{'moe.num_experts': 4, 'total_steps': 2, 'eval_every_steps': 0})
+  grown.upcycle.source = report['source']
+  trainer.train_and_evaluate(grown, dst)
+
+
+def test_existing_dst_is_refused_and_kept(dense_workdir, tmp_path):
+  dst = tmp_path / 'taken'
+  dst.mkdir()
+  (dst / 'precious.txt').write_text('keep me')
+  with pytest.raises(ConfigError, match='exists; pass --overwrite'):
+    run.upcycle_checkpoint(dense_to_moe.get_config('experts=4'), dense_workdir, str(dst))
+  assert (dst / 'precious.txt').read_text() == 'keep me'
+
+
+def test_failure_midway_leaves_no_dst(dense_workdir, tmp_path, monkeypatch):
+  def broken(*args, **kwargs):
+    raise RuntimeError('disk full')
+  monkeypatch.setattr(transition, 'preservation_report', broken)
+  with pytest.raises(RuntimeError, match='disk full'):
+    run.upcycle_checkpoint(dense_to_moe.get_config('experts=4'), dense_workdir,
+                           str(tmp_path / 'new'))
+  assert os.listdir(tmp_path) == []
+
+
+def test_bad_inputs_are_one_line_errors(dense_workdir, tmp_path):
+  with pytest.raises(ConfigError, match='must lie outside --src'):
+    run.upcycle_checkpoint(dense_to_moe.get_config(), dense_workdir,
+                           os.path.join(dense_workdir, 'x'))
+  with pytest.raises(ConfigError, match='upcycle.factor=1 must be an integer >= 2'):
+    run.upcycle_checkpoint(expand_experts.get_config('factor=1'), dense_workdir,
+                           str(tmp_path / 'x'))
+  with pytest.raises(ConfigError, match='the source is dense'):
+    run.upcycle_checkpoint(expand_experts.get_config(), dense_workdir, str(tmp_path / 'x'))
+  with pytest.raises(ConfigError, match=r'moe.top_k=9'):
+    run.upcycle_checkpoint(dense_to_moe.get_config('experts=4,top_k=9'), dense_workdir,
+                           str(tmp_path / 'x'))
+  assert os.listdir(tmp_path) == []
+
+
+def test_source_of_another_shape_is_refused(dense_workdir, tmp_path):
+  # A copy of the source whose config.json claims a wider model.
+  src = tmp_path / 'src'
+  subprocess.run(['cp', '-r', dense_workdir, str(src)], check=True)
+  config = json.loads((src / 'config.json').read_text())
+  config['model']['d_ff'] = 128
+  (src / 'config.json').write_text(json.dumps(config))
+  with pytest.raises(ConfigError, match=r"does not match the config: .*'wi_0'.*"):
+    run.upcycle_checkpoint(dense_to_moe.get_config('experts=4'), str(src), str(tmp_path / 'x'))
+  assert not (tmp_path / 'x').exists()
