@@ -1,0 +1,54 @@
+"""The README's main job: seed 000's expert-upcycling comparison at toy scale on
+the default corpus (Shakespeare, byte-level), plus sparse upcycling.
+
+  python -m experiments.quickstart --workdir=/tmp/moe_jax_quickstart
+
+trains the four runs below at one token budget and prints their validation
+losses and the upcycling efficiency eta of seed 000 eq. 4. Each run is also
+a config of its own:
+
+  python -m moe_jax.main --config=configs/quickstart.py:upcycled --workdir=/tmp/up
+
+  fixed         Fixed-E: E=4 experts, top-1, the whole run
+  upcycled      E=4 until tau = steps / 2, then expand_experts to 2E (top-1 kept)
+  fixed2x       Fixed-2E: 2E=8 experts, top-1, the whole run
+  dense_to_moe  dense until tau, then sparse-upcycled to E experts (exact copies)
+"""
+import ml_collections
+
+from configs import common
+
+RUNS = ('fixed', 'upcycled', 'fixed2x', 'dense_to_moe')
+
+
+def get_config(arg=None):
+  arg = common.parse_arg(arg, size='fixed', steps=600, experts=4)
+  if arg.size not in RUNS:
+    raise ValueError(f'configs/quickstart.py: run {arg.size!r} is not one of {RUNS}')
+  config = common.base()
+  common.apply_preset(config, 'tiny')
+  config.model.update(d_model=96, num_heads=4, num_kv_heads=2, head_dim=24, d_ff=384)
+  config.moe.update(num_experts=arg.experts, top_k=1, d_ff=192, balance_loss_weight=0.01)
+  config.update(total_steps=arg.steps, batch_size=16, seq_len=128, log_every_steps=25,
+                eval_every_steps=100, eval_batches=8, checkpoint_every_steps=200)
+  config.opt.update(lr=3e-3, warmup_steps=40, schedule='wsd', decay_fraction=0.2)
+  tau = arg.steps // 2
+  if arg.size == 'fixed2x':
+    config.moe.num_experts = 2 * arg.experts
+  elif arg.size == 'upcycled':
+    config.upcycle.update(step=tau, recipe='expand_experts', factor=2)
+    config.upcycle.args = ml_collections.ConfigDict(dict(delta=0.0))
+  elif arg.size == 'dense_to_moe':
+    config.moe.num_experts = 0
+    config.upcycle.update(step=tau, recipe='dense_to_moe')
+    config.upcycle.target = ml_collections.ConfigDict({'moe': dict(num_experts=arg.experts)})
+  return config
+
+
+def describe(config):
+  """One line: the run's experts and transition."""
+  moe, up = config.moe, config.upcycle
+  shape = f'{moe.num_experts} experts top-{moe.top_k}' if moe.num_experts else 'dense'
+  if up.step:
+    return f'{shape}, {up.recipe} at step {up.step} of {config.total_steps}'
+  return f'{shape}, {config.total_steps} steps'
