@@ -9,7 +9,9 @@ and return `(y_TD, dropped_frac)`:
              `jax.lax.ragged_dot` grouped matmuls, un-sort, weighted sum over k
   pallas     the fused kernel of moe_jax/kernels/moe_ffn.py
 Under a mesh whose `expert` axis has more than one device, `get` returns the
-expert-parallel path of moe_jax/parallel/expert.py instead (`expert_parallel`).
+expert-parallel path of moe_jax/parallel/expert.py instead (`expert_parallel`);
+under one that splits tokens but not experts, the chosen path runs on each
+token shard (moe_jax/parallel/local.py), einsum with a capacity per shard.
 An assignment whose gate is exactly 0 (the MoE block zeroes padding tokens'
 gates) adds nothing to y; einsum does not let it take a capacity slot.
 """
@@ -20,9 +22,11 @@ import math
 import jax
 import jax.numpy as jnp
 
+from moe_jax import sharding
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import reference as reference_kernel
 from moe_jax.parallel import expert as expert_lib
+from moe_jax.parallel import local as local_lib
 
 
 def reference(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
@@ -115,12 +119,22 @@ def get(name, capacity_factor=1.25, mesh=None):
   With a `mesh` (concrete or abstract) whose `expert` axis is larger than 1,
   experts live on different devices, so every name maps to `expert_parallel`:
   einsum to its capacity mode, the dropless paths to its dropless mode.
+  With `expert` = 1 but tokens split over the other axes of the default
+  `batch` rule (moe_jax/sharding.py), `name` runs per token shard
+  (`local_lib.moe_ffn_local`): einsum's C is then `capacity` of each shard's
+  ceil(T / shards) tokens, as in `expert_parallel`.
   """
   if name not in _PATHS:
     raise ConfigError(f'moe.dispatch={name!r} is not one of {tuple(_PATHS)}')
-  if mesh is not None and dict(mesh.shape).get('expert', 1) > 1:
+  sizes = {} if mesh is None else dict(mesh.shape)
+  if sizes.get('expert', 1) > 1:
     return functools.partial(expert_parallel, mesh=mesh,
                              capacity_factor=capacity_factor if name == 'einsum' else None)
+  fn = _PATHS[name]
   if name == 'einsum':
-    return functools.partial(einsum, capacity_factor=capacity_factor)
-  return _PATHS[name]
+    fn = functools.partial(einsum, capacity_factor=capacity_factor)
+  token_axes = tuple(a for a in sharding.DEFAULT_RULES['batch'] if sizes.get(a, 1) > 1)
+  if token_axes:
+    return functools.partial(local_lib.moe_ffn_local, mesh=mesh, dispatch=fn,
+                             token_axes=token_axes)
+  return fn
