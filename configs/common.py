@@ -96,7 +96,7 @@ def opt():
       decay_fraction=0.2,    # wsd: share of steps in the final decay
       decay_shape='linear',  # wsd: linear | cosine | sqrt
       final_lr_fraction=0.0,
-      rewarm_steps=0,        # warmup again after init_from / an upcycle transition
+      rewarm_steps=0,        # a second warmup after an in-run upcycle transition
   ))
 
 

@@ -9,10 +9,16 @@ a config of its own:
 
   python -m moe_jax.main --config=configs/quickstart.py:upcycled --workdir=/tmp/up
 
-  fixed         Fixed-E: E=4 experts, top-1, the whole run
-  upcycled      E=4 until tau = steps / 2, then expand_experts to 2E (top-1 kept)
-  fixed2x       Fixed-2E: 2E=8 experts, top-1, the whole run
-  dense_to_moe  dense until tau, then sparse-upcycled to E experts (exact copies)
+  fixed         Fixed-E: E=4 experts (width 192), top-2, the whole run
+  upcycled      E=4 until tau = steps / 2, then expand_experts to 2E, top-2 kept
+                (seed 000 Definition 3.1: copied experts and router columns,
+                U(-delta, delta) on the replicas' router biases)
+  fixed2x       Fixed-2E: 2E=8 experts, top-2, the whole run
+  dense_to_moe  dense (MLP width 384) until tau, then sparse-upcycled: E=4 exact
+                copies of each MLP, top-2 (a larger MoE than the three above)
+
+The MoE runs balance load with the selection-only router bias (aux-loss-free,
+as in seed 000) plus a small Switch loss, and renormalise their top-2 gates.
 """
 import ml_collections
 
@@ -28,7 +34,8 @@ def get_config(arg=None):
   config = common.base()
   common.apply_preset(config, 'tiny')
   config.model.update(d_model=96, num_heads=4, num_kv_heads=2, head_dim=24, d_ff=384)
-  config.moe.update(num_experts=arg.experts, top_k=1, d_ff=192, balance_loss_weight=0.01)
+  config.moe.update(num_experts=arg.experts, top_k=2, d_ff=192, use_bias=True,
+                    bias_update_rate=1e-3, balance_loss_weight=0.01)
   config.update(total_steps=arg.steps, batch_size=16, seq_len=128, log_every_steps=25,
                 eval_every_steps=100, eval_batches=8, checkpoint_every_steps=200)
   config.opt.update(lr=3e-3, warmup_steps=40, schedule='wsd', decay_fraction=0.2)
@@ -37,11 +44,12 @@ def get_config(arg=None):
     config.moe.num_experts = 2 * arg.experts
   elif arg.size == 'upcycled':
     config.upcycle.update(step=tau, recipe='expand_experts', factor=2)
-    config.upcycle.args = ml_collections.ConfigDict(dict(delta=0.0))
+    config.upcycle.args = ml_collections.ConfigDict(dict(delta=1e-3))
   elif arg.size == 'dense_to_moe':
     config.moe.num_experts = 0
     config.upcycle.update(step=tau, recipe='dense_to_moe')
-    config.upcycle.target = ml_collections.ConfigDict({'moe': dict(num_experts=arg.experts)})
+    config.upcycle.target = ml_collections.ConfigDict({'moe': dict(
+        num_experts=arg.experts, d_ff=config.model.d_ff)})
   return config
 
 

@@ -22,8 +22,12 @@ def run_reporting_errors(fn, *args):
 def _parse_flags(argv):
   try:
     argv = flags.FLAGS(argv)
-  except flags.Error as e:  # bad value, missing flag
-    print(f'error: {str(e).splitlines()[0]}', file=sys.stderr)
+  except flags.Error as e:  # bad value, missing flag, a config file that raised
+    lines = [line for line in str(e).splitlines() if line.strip()]
+    message = lines[0]
+    if len(lines) > 1:  # the config file's own error closes its traceback
+      message = f'{message.rstrip(":")}: {lines[-1].split(": ", 1)[-1]}'
+    print(f'error: {message}', file=sys.stderr)
     sys.exit(2)
   except (AttributeError, KeyError) as e:  # ml_collections: --config.KEY not in the config
     overrides = ' '.join(a for a in argv[1:] if a.startswith('--config.'))

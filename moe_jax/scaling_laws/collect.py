@@ -5,11 +5,13 @@ JSON object per logged step; eval steps carry `val_loss`). A row takes:
   loss      the last val_loss, which must be logged at config.total_steps
   N1        non-embedding parameters of the dense counterpart (moe.num_experts
             = 0) of the model, or of the source model for an upcycled run
-  N2, N_total, P, n_expert, top_k   from moe_jax.models.accounting
+  N2, N_total, P, n_expert, top_k   from moe_jax.models.accounting, for the
+            model at the end of the run (after an in-run upcycle, the grown one)
   kind, D1, D2:
     from scratch        dense | moe;  D1 = total_steps * batch_size * seq_len, D2 = 0
     upcycle.step = tau  upcycled;     D1 = tau * batch * seq, D2 = (T - tau) * batch * seq
     init_from = CKPT    upcycled;     D2 = this run's tokens, D1 = the source's
+    (or upcycle.source, as the upcycle CLI writes it)
                         tokens (its step if CKPT is a step directory, else its
                         total_steps) from the source's config.json.
 """
@@ -19,6 +21,8 @@ import os
 import ml_collections
 
 from moe_jax.errors import ConfigError
+from moe_jax.models import accounting, config as model_config
+from moe_jax.upcycle import transition
 
 
 def _read_config(workdir):
@@ -55,7 +59,6 @@ def last_val_loss(workdir):
 
 def _counts(config):
   """(N1, N2, N_total): N1 from the dense counterpart (seed 002 eqs. 4-6)."""
-  from moe_jax.models import accounting, config as model_config   # pylint: disable=g-import-not-at-top
   # The vocabulary only sizes the embedding, which these counts leave out.
   cfg = model_config.ModelConfig.from_config(config, vocab_size=1)
   dense = config.copy_and_resolve_references()
@@ -96,11 +99,14 @@ def row(workdir):
   if step != config.total_steps:
     raise ConfigError(f'{workdir}: last val_loss is at step {step}, not total_steps='
                       f'{config.total_steps} (unfinished run?)')
-  n1, n2, n_total = _counts(config)
+  n1 = _counts(config)[0]
+  final = transition.config_at(config, config.total_steps)   # the grown model, if any
+  _, n2, n_total = _counts(final)
   tau = config.get('upcycle', {}).get('step', 0)
-  init_from = config.get('init_from', '')
+  init_from = config.get('init_from', '') or config.get('upcycle', {}).get('source', '')
   if tau and init_from:
-    raise ConfigError(f'{workdir}: both init_from and upcycle.step are set; D1 is ambiguous')
+    raise ConfigError(f'{workdir}: both a source checkpoint and upcycle.step are set; D1 is '
+                      'ambiguous')
   if tau:
     kind, d1, d2 = 'upcycled', _tokens(config, tau), _tokens(config, config.total_steps - tau)
   elif init_from:
@@ -111,7 +117,7 @@ def row(workdir):
     kind = 'moe' if config.moe.num_experts else 'dense'
     d1, d2 = _tokens(config, config.total_steps), 0.0
   return {'kind': kind, 'N1': n1, 'N2': n2, 'N_total': n_total, 'D1': d1, 'D2': d2,
-          'P': n_total / n2, 'n_expert': config.moe.num_experts, 'top_k': config.moe.top_k,
+          'P': n_total / n2, 'n_expert': final.moe.num_experts, 'top_k': final.moe.top_k,
           'loss': loss, 'workdir': workdir}
 
 

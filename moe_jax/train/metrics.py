@@ -21,6 +21,14 @@ def _plain(value):
   return value.item() if value.ndim == 0 else value.tolist()
 
 
+def _step(line):
+  """The step of a metrics.jsonl line; a torn last line (a crash mid-write) is dropped."""
+  try:
+    return json.loads(line)['step']
+  except (json.JSONDecodeError, KeyError, TypeError):
+    return float('inf')
+
+
 class Writer:
   """Appends to metrics.jsonl; on resume, first drops lines past the resumed step
   so that the file reads like one uninterrupted run."""
@@ -32,11 +40,13 @@ class Writer:
     self._path = os.path.join(workdir, 'metrics.jsonl')
     if os.path.exists(self._path):
       with open(self._path) as f:
-        keep = [line for line in f if line.strip() and json.loads(line)['step'] <= resume_step]
+        keep = [line for line in f if _step(line) <= resume_step]
       with open(self._path, 'w') as f:
         f.writelines(keep)
     import tensorboardX  # pylint: disable=g-import-not-at-top
-    self._tb = tensorboardX.SummaryWriter(os.path.join(workdir, 'tb'))
+    # purge_step drops events a crashed run logged past the resumed step.
+    self._tb = tensorboardX.SummaryWriter(os.path.join(workdir, 'tb'),
+                                          purge_step=resume_step + 1 if resume_step else None)
 
   def write(self, step, metrics):
     if not self.enabled:

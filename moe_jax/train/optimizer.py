@@ -28,17 +28,18 @@ def _labels(params, pattern):
 
 
 def schedule(opt_cfg, total_steps, start_step=0):
-  """Learning rate as a function of the step.
+  """Learning rate as a function of the global step.
 
-  `start_step` shifts the warmup (and, with `rewarm_steps`, re-warms) for runs
-  that continue from another checkpoint or an upcycle transition at that step.
+  One schedule spans the whole run, also across an in-run upcycle at
+  `start_step` (seed 000 compares runs on one schedule); `rewarm_steps` adds a
+  second linear warmup from there.
   """
   if opt_cfg.schedule not in SCHEDULES:
     raise ConfigError(f'opt.schedule={opt_cfg.schedule!r} is not one of {SCHEDULES}')
   if opt_cfg.decay_shape not in DECAY_SHAPES:
     raise ConfigError(f'opt.decay_shape={opt_cfg.decay_shape!r} is not one of {DECAY_SHAPES}')
   peak, final = opt_cfg.lr, opt_cfg.lr * opt_cfg.final_lr_fraction
-  warmup = opt_cfg.rewarm_steps if start_step else opt_cfg.warmup_steps
+  warmup = opt_cfg.warmup_steps
   decay_steps = max(int(round(opt_cfg.decay_fraction * total_steps)), 1)
 
   def decay(frac):  # frac runs 0 -> 1 over the decay phase
@@ -51,19 +52,23 @@ def schedule(opt_cfg, total_steps, start_step=0):
       down = 0.5 * (1 - jnp.cos(jnp.pi * frac))
     return peak + (final - peak) * down
 
+  def ramp(step, begin, length):
+    return jnp.clip((step - begin + 1) / length, 0.0, 1.0) if length else 1.0
+
   def lr(step):
     step = jnp.asarray(step, jnp.float32)
     if opt_cfg.schedule == 'constant':
       value = jnp.full_like(step, peak)
     elif opt_cfg.schedule == 'cosine':  # from the peak after warmup down to `final`
-      frac = jnp.clip((step - start_step - warmup) / max(total_steps - start_step - warmup, 1),
-                      0.0, 1.0)
+      frac = jnp.clip((step - warmup) / max(total_steps - warmup, 1), 0.0, 1.0)
       value = final + (peak - final) * 0.5 * (1 + jnp.cos(jnp.pi * frac))
     else:  # wsd: warmup, hold the peak, decay over the last decay_fraction of the run
       value = jnp.where(step < total_steps - decay_steps, peak,
                         decay((step - (total_steps - decay_steps)) / decay_steps))
-    ramp = jnp.clip((step - start_step + 1) / max(warmup, 1), 0.0, 1.0) if warmup else 1.0
-    return value * ramp
+    value = value * ramp(step, 0, warmup)
+    if start_step:
+      value = value * ramp(step, start_step, opt_cfg.rewarm_steps)
+    return value
 
   return lr
 

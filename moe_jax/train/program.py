@@ -86,9 +86,10 @@ def upcycle(program, dst_config, state, mesh, score_batches=(), report_batches=(
   new = build(dst_config, mesh, start_step=int(state.step))
   params, recipe, scores = transition.apply(program.config, dst_config, state.params,
                                             score_batches, new.state_shardings.params)
-  opt_state = mapping.map_opt_state(recipe, state.opt_state, new.abstract_state.opt_state,
-                                    new.abstract_state.params, recipe.opt_policy)
-  opt_state = jax.device_put(opt_state, new.state_shardings.opt_state)
+  opt_state = jax.jit(
+      lambda old: mapping.map_opt_state(recipe, old, new.abstract_state.opt_state,
+                                        new.abstract_state.params, recipe.opt_policy),
+      out_shardings=new.state_shardings.opt_state)(state.opt_state)
   report = transition.preservation_report(program.config, dst_config, state.params, params,
                                           report_batches) if report_batches else {}
   return new, state_lib.TrainState(state.step, params, opt_state), report, scores

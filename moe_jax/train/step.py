@@ -48,6 +48,7 @@ def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate):
   if bias_update_rate:
     params = router.update_biases(params, aux, bias_update_rate)
   metrics = dict(loss=ce, aux_loss=aux['aux_loss'], grad_norm=optax.tree.norm(grads),
+                 param_norm=optax.tree.norm(params),
                  lr=lr, tokens=count, **moe_metrics(aux))
   return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 

@@ -22,20 +22,26 @@ class _Preemption:
 
   def __init__(self):
     self.requested = False
-    self._previous = signal.signal(signal.SIGTERM, self._handle)
+    try:
+      self._previous = signal.signal(signal.SIGTERM, self._handle)
+    except ValueError:  # not the main thread (a notebook worker): no handler
+      self._previous = None
 
   def _handle(self, *_):
     self.requested = True
 
   def restore(self):
-    signal.signal(signal.SIGTERM, self._previous)
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
 
 
 def _check_finite(pending):
+  """Raises at the first step whose loss, gradient or updated params are not finite."""
   for step_, values in pending:
-    if not np.isfinite(values['loss']):
-      raise NonFiniteLossError(f'loss is {values["loss"]} at step {step_}; stopped, the last '
-                               'checkpoint before it is kept')
+    for key in ('loss', 'grad_norm', 'param_norm'):
+      if not np.isfinite(values[key]):
+        raise NonFiniteLossError(f'{key} is {values[key]} at step {step_}; stopped, the last '
+                                 'checkpoint before it is kept')
 
 
 def _write_json(workdir, name, record):
@@ -77,11 +83,13 @@ def train_and_evaluate(config, workdir, stop_at=None):
 
   train_it = pipeline.train_iterator(config, tokenizer)
   val_batches = pipeline.eval_batches(config, tokenizer) if config.eval_every_steps else []
+  init_params = None
+  if config.init_from and not os.path.isdir(os.path.join(workdir, checkpoint.CHECKPOINTS)):
+    init_params, _ = checkpoint.restore_params(config.init_from, checkpoint.abstract_like(
+        program.abstract_state.params, program.state_shardings.params))
 
   os.makedirs(workdir, exist_ok=True)
-  if jax.process_index() == 0:
-    with open(os.path.join(workdir, 'config.json'), 'w') as f:
-      f.write(config.to_json_best_effort(indent=2))
+  _write_json(workdir, 'config.json', config.to_dict())
   manager = checkpoint.Manager.for_workdir(workdir, config.ckpt)
 
   start = manager.latest_step()
@@ -93,9 +101,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
       train_it.set_state(data_state)
   else:
     start, state = 0, program_lib.init_state(program, config.seed)
-    if config.init_from:
-      params, _ = checkpoint.restore_params(config.init_from, program.abstract_state.params)
-      state = state.replace(params=params)
+    if init_params is not None:
+      state = state.replace(params=init_params)
 
   writer = metrics.Writer(workdir, resume_step=start)
   peak = metrics.peak_flops(jax.devices()[0])
@@ -105,7 +112,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
 
   def save(step_):
     manager.save(step_, state.params, state.opt_state, train_it.get_state(),
-                 meta=dict(config=json.loads(config.to_json_best_effort())))
+                 meta=dict(config=program.config.to_dict()))
 
   try:
     bar = tqdm.tqdm(range(start, config.total_steps), initial=start, total=config.total_steps,
@@ -131,8 +138,9 @@ def train_and_evaluate(config, workdir, stop_at=None):
         up = config.upcycle
         scores = (_peek(config, tokenizer, train_it, up.utility_batches)
                   if up.args.get('allocation') == 'utility' else ())
+        report_batches = (val_batches or pipeline.eval_batches(config, tokenizer))
         program, state, report, record = program_lib.upcycle(
-            program, dst_config, state, mesh, scores, val_batches[:up.report_batches])
+            program, dst_config, state, mesh, scores, report_batches[:up.report_batches])
         last.update({f'upcycle/{k}': v for k, v in report.items()})
         _write_json(workdir, 'upcycle_report.json', dict(report, step=tau, recipe=up.recipe))
         if record:
@@ -154,6 +162,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
         save(done)
       if stop:
         break
+    if not last and val_batches:   # nothing left to train: report the final model
+      last = program_lib.evaluate(program, state.params, val_batches)
   finally:
     preemption.restore()
     manager.wait()

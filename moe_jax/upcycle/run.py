@@ -19,7 +19,7 @@ import tempfile
 from moe_jax import sharding
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
-from moe_jax.train import checkpoint
+from moe_jax.train import checkpoint, placement
 from moe_jax.upcycle import transition
 
 
@@ -50,17 +50,18 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
   """Grows the checkpoint at `src` by `up_config` (an `upcycle` config group)
   into a new workdir `dst`; returns the preservation report."""
   src_dir, step, src_workdir, dst = _paths(src, dst, overwrite)
-  config = checkpoint.workdir_config(src)
-  config.upcycle = up_config
-  config.upcycle.step = 0
-  dst_config = transition.target_config(config)
-  mesh = sharding.make_mesh(config.mesh)
-  rules = sharding.rules_from_config(config.mesh)
-
   manager = checkpoint.Manager(src_dir, async_save=False, read_only=True)
   step = manager.latest_step() if step is None else step
   if step is None:
     raise ConfigError(f'no checkpoint in {src_dir}')
+  # The source's model at that step (the grown one if it was upcycled in-run).
+  config = transition.config_at(checkpoint.workdir_config(src), step)
+  config.upcycle = up_config
+  config.upcycle.step = 0
+  dst_config = transition.target_config(config)
+  mesh = placement.make_mesh(config.mesh)
+  rules = sharding.rules_from_config(config.mesh)
+
   src_abstract = transition.abstract_params(config)
   src_shardings = sharding.param_shardings(src_abstract, mesh, rules)
   params = manager.restore(step, checkpoint.abstract_like(src_abstract, src_shardings))['params']

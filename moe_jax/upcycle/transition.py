@@ -58,8 +58,15 @@ def target_config(config):
         raise ConfigError(f'upcycle.target.{group}.{key} is not a config key')
       dst[group][key] = value
   dst.upcycle.step, dst.upcycle.recipe = 0, ''   # the grown model does not grow again
-  model_config.ModelConfig.from_config(dst)     # one-line errors for a bad target
+  model_config.ModelConfig.from_config(dst, vocab_size=1)  # one-line errors for a bad target
   return dst
+
+
+def config_at(config, step):
+  """The model config in force at `step` of a run whose config is `config`:
+  after an in-run transition (step >= upcycle.step) the grown one."""
+  tau = config.get('upcycle', {}).get('step', 0)
+  return target_config(config) if tau and step >= tau else config
 
 
 def _lm_loss(config):
@@ -92,9 +99,9 @@ def apply(config, dst_config, params, batches=None, out_shardings=None):
   if args.get('allocation') == 'utility':
     scores, acc = utility_scores(config, params, batches)
     args['scores'] = {layer: [float(x) for x in s] for layer, s in scores.items()}
-    record = utility.dump(scores, utility.replica_counts(scores, up.factor), up.utility_metric,
-                          acc)
   recipe = recipes.build(up.recipe, config, dst_config, args)
+  if 'scores' in args:
+    record = utility.dump(scores, recipe.args['counts'], up.utility_metric, acc)
   dst = mapping.transform(recipe, params, abstract_params(dst_config),
                           jax.random.key(up.seed), out_shardings)
   return dst, recipe, record

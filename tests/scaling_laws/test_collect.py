@@ -45,10 +45,33 @@ def test_dense_and_moe_rows(tmp_path):
   assert moe['P'] == pytest.approx(moe['N_total'] / moe['N2'])
 
 
-def test_in_run_upcycle_splits_tokens_at_tau(tmp_path):
+def test_in_run_upcycle_splits_tokens_at_tau_and_counts_the_grown_model(tmp_path):
   row = collect.row(make_workdir(tmp_path, 'up', {300: 3.0}, **{
-      'moe.num_experts': 4, 'upcycle.step': 100, 'upcycle.recipe': 'dense_to_moe'}))
+      'moe.num_experts': 4, 'upcycle.step': 100, 'upcycle.recipe': 'expand_experts'}))
   assert (row['kind'], row['D1'], row['D2']) == ('upcycled', 100 * 16 * 128, 200 * 16 * 128)
+  fixed_8 = collect.row(make_workdir(tmp_path, 'moe8', {300: 3.0}, **{'moe.num_experts': 8}))
+  assert (row['n_expert'], row['N_total'], row['N2']) == (8, fixed_8['N_total'], fixed_8['N2'])
+
+
+def test_dense_to_moe_in_run_counts_the_target_experts(tmp_path):
+  workdir = make_workdir(tmp_path, 'd2m', {300: 3.0}, **{
+      'upcycle.step': 100, 'upcycle.recipe': 'dense_to_moe'})
+  with open(os.path.join(workdir, 'config.json')) as f:
+    config = json.load(f)
+  config['upcycle']['target'] = {'moe': {'num_experts': 4}}
+  with open(os.path.join(workdir, 'config.json'), 'w') as f:
+    json.dump(config, f)
+  row = collect.row(workdir)
+  dense = collect.row(make_workdir(tmp_path, 'dense', {300: 3.0}))
+  assert (row['n_expert'], row['N1']) == (4, dense['N1']) and row['P'] > 1
+
+
+def test_upcycle_cli_source_counts_as_init_from(tmp_path):
+  src = make_workdir(tmp_path, 'src', {200: 3.9}, total_steps=200)
+  os.makedirs(os.path.join(src, 'checkpoints', '200'))
+  row = collect.row(make_workdir(tmp_path, 'grown', {300: 3.1}, **{
+      'moe.num_experts': 8, 'upcycle.source': os.path.join(src, 'checkpoints', '200')}))
+  assert (row['kind'], row['D1'], row['D2']) == ('upcycled', 200 * 16 * 128, 300 * 16 * 128)
 
 
 def test_init_from_takes_d1_and_n1_from_the_source(tmp_path):

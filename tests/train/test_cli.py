@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from moe_jax.errors import ConfigError
 from moe_jax.train import trainer
 from tests.train import tiny
 
@@ -29,6 +30,9 @@ def _run(module, *args):
     ('--config.batch_size=12', 'batch_size=12 is not divisible'),
     ('--config.data.source=text_files', 'data.patterns'),
     ('--config.init_from=/no/such/ckpt', "init_from='/no/such/ckpt' does not exist"),
+    ('--config.opt.decay_fraction=1.5', 'opt.decay_fraction=1.5 must be in [0.0, 1.0]'),
+    ('--config.opt.lr=0', 'opt.lr=0.0 must be > 0.0'),
+    ('--config=configs/lm_moe.py:huge', "model preset 'huge' is not one of"),
 ])
 def test_bad_config_is_one_line_and_writes_nothing(tmp_path, override, message):
   workdir = tmp_path / 'run'
@@ -43,7 +47,7 @@ def test_workdir_of_another_shape_is_refused(tmp_path):
   workdir = str(tmp_path / 'run')
   trainer.train_and_evaluate(tiny.config(total_steps=1), workdir)
   before = sorted(os.listdir(workdir))
-  with pytest.raises(Exception, match=r'model\.d_model: workdir 32 vs requested 64'):
+  with pytest.raises(ConfigError, match=r'model\.d_model: workdir 32 vs requested 64'):
     trainer.train_and_evaluate(tiny.config(**{'model.d_model': 64}), workdir)
   assert sorted(os.listdir(workdir)) == before
 
@@ -58,3 +62,20 @@ def test_evaluate_prints_json(tmp_path):
   # A step directory works too, and gives the same loss.
   proc = _run('moe_jax.evaluate', f'--ckpt={workdir}/checkpoints/3', '--batches=1')
   assert json.loads(proc.stdout.strip().splitlines()[-1])['val_loss'] == result['val_loss']
+
+
+def test_init_from_of_another_shape_is_refused_before_writing(tmp_path):
+  source = str(tmp_path / 'source')
+  trainer.train_and_evaluate(tiny.config(total_steps=1), source)
+  target = tmp_path / 'target'
+  with pytest.raises(ConfigError, match=r'does not match the config'):
+    trainer.train_and_evaluate(tiny.config(**{'init_from': source, 'model.d_ff': 32}),
+                               str(target))
+  assert not target.exists()
+
+
+def test_resume_with_another_data_stream_is_refused(tmp_path):
+  workdir = str(tmp_path / 'run')
+  trainer.train_and_evaluate(tiny.config(total_steps=1), workdir)
+  with pytest.raises(ConfigError, match=r'another data stream \(seed: workdir 0 vs requested 1'):
+    trainer.train_and_evaluate(tiny.config(total_steps=2, seed=1), workdir)

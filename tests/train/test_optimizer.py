@@ -42,6 +42,15 @@ def test_rewarm_after_a_transition():
   np.testing.assert_allclose([lr(50), lr(51), lr(53), lr(60)], [0.25, 0.5, 1.0, 1.0])
 
 
+def test_a_transition_keeps_the_run_schedule():
+  """Without rewarm, the schedule after tau is the uninterrupted run's."""
+  for kind in ('cosine', 'wsd'):
+    plain = optimizer.schedule(_opt(schedule=kind), total_steps=110)
+    grown = optimizer.schedule(_opt(schedule=kind), total_steps=110, start_step=60)
+    np.testing.assert_allclose([grown(s) for s in (60, 80, 109)],
+                               [plain(s) for s in (60, 80, 109)])
+
+
 def test_unknown_schedule_is_a_config_error():
   with pytest.raises(ConfigError, match="opt.schedule='step'"):
     optimizer.schedule(_opt(schedule='step'), 100)

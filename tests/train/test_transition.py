@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from moe_jax.errors import ConfigError
+from moe_jax.eval import validation
 from moe_jax.train import checkpoint, trainer
 from tests.train import tiny
 
@@ -44,6 +45,10 @@ def test_expand_experts_in_run_and_resume_across_tau(tmp_path, stop):
   assert len(grown['moe/layers_0/load']) == 4       # the step itself ran on 4 experts
   assert len(rows[-1]['moe/layers_0/load']) == 8    # later steps on 8
   assert _experts(straight, 3) == 8 and _experts(straight, 6) == 8
+  # The evaluator sees the grown model in a checkpoint past tau.
+  result = validation.evaluate_checkpoint(straight)
+  assert result['step'] == 6 and result['val_loss'] == pytest.approx(rows[-1]['val_loss'],
+                                                                     rel=1e-5)
 
   resumed = str(tmp_path / 'resumed')
   trainer.train_and_evaluate(_expand(), resumed, stop_at=stop)
@@ -56,7 +61,6 @@ def test_dense_to_moe_in_run_preserves_the_function(tmp_path):
   c = tiny.config(**{'moe.num_experts': 0, 'total_steps': 4, 'eval_every_steps': 0})
   c.upcycle.update(step=2, recipe='dense_to_moe', report_batches=2)
   c.upcycle.target = ml_collections.ConfigDict({'moe': {'num_experts': 4, 'top_k': 2}})
-  c.eval_every_steps = 2
   workdir = str(tmp_path / 'run')
   trainer.train_and_evaluate(c, workdir)
   with open(os.path.join(workdir, 'upcycle_report.json')) as f:

@@ -57,6 +57,31 @@ def test_dense_to_moe_cli_is_exact_and_leaves_src_alone(dense_workdir, tmp_path)
   trainer.train_and_evaluate(grown, dst)
 
 
+@pytest.fixture(scope='module')
+def moe_workdir(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp('moe') / 'run')
+  trainer.train_and_evaluate(tiny.config(**{'total_steps': 2, 'moe.use_bias': True}), workdir)
+  return workdir
+
+
+def test_utility_expansion_saves_scores_and_overwrite_replaces(moe_workdir, tmp_path):
+  dst = tmp_path / 'x2'
+  dst.mkdir()
+  (dst / 'old.txt').write_text('old')
+  up = expand_experts.get_config('allocation=utility,metric=saliency,batches=2,delta=0.01')
+  report = run.upcycle_checkpoint(up, moe_workdir, str(dst), overwrite=True)
+  assert not (dst / 'old.txt').exists() and os.listdir(tmp_path) == ['x2']
+  assert report['loss_after'] != report['loss_before']   # top-k fixed: copies tie, not exact
+  with open(dst / 'upcycle_scores.json') as f:
+    scores = json.load(f)
+  assert scores['metric'] == 'saliency' and scores['num_batches'] == 2
+  for layer in ('layers_0', 'layers_1'):
+    record = scores['layers'][layer]
+    assert len(record['scores']) == 4 and sum(record['counts']) == 8
+    assert min(record['counts']) >= 1
+  assert json.loads((dst / 'config.json').read_text())['moe']['num_experts'] == 8
+
+
 def test_existing_dst_is_refused_and_kept(dense_workdir, tmp_path):
   dst = tmp_path / 'taken'
   dst.mkdir()
