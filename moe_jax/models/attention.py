@@ -56,7 +56,9 @@ class Attention(nn.Module):
     # Query head h reads kv head h // (H / G): group the query heads.
     b, length = x_BLD.shape[:2]
     q_BLGRK = q_BLHK.reshape(b, length, g, h // g, k)
-    logits_BGRLL = jnp.einsum('bqgrk,bsgk->bgrqs', q_BLGRK, k_BLGK).astype(jnp.float32)
+    # Scores accumulate in float32 even with bf16 inputs.
+    logits_BGRLL = jnp.einsum('bqgrk,bsgk->bgrqs', q_BLGRK, k_BLGK,
+                              preferred_element_type=jnp.float32)
     logits_BGRLL = logits_BGRLL / jnp.sqrt(jnp.float32(k))
     allowed = mask(segment_ids_BL)[:, :, None]  # [B, 1, 1, L, L]
     logits_BGRLL = jnp.where(allowed, logits_BGRLL, jnp.finfo(jnp.float32).min)

@@ -142,7 +142,7 @@ class ModelConfig:
     if m.capacity_factor <= 0:
       raise ConfigError(f'moe.capacity_factor={m.capacity_factor} must be positive')
     if m.router_init_std <= 0:
-      raise ConfigError(f'moe.router_init_std={m.router_init_std} must be >= 0')
+      raise ConfigError(f'moe.router_init_std={m.router_init_std} must be positive (0 means the default)')
 
 
 def _check_choice(key, value, choices):

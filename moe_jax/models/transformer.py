@@ -51,6 +51,9 @@ class Transformer(nn.Module):
     batch, length = tokens_BL.shape
     if segment_ids is None:
       segment_ids = jnp.ones((batch, length), jnp.int32)
+    elif positions is None:
+      # Row positions would give every packed document after the first a wrong RoPE.
+      raise ValueError('Transformer: segment_ids given without positions (packed rows need both)')
     if positions is None:
       positions = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
 

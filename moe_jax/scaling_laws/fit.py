@@ -111,6 +111,9 @@ def fit(form, cols, fixed=None, delta=HUBER_DELTA, method='BFGS', max_inits=64, 
 def _refit(form, cols, fixed, theta0, delta, method):
   _, X, c, free = _prepare(form, cols, fixed)
   best = _minimise(_objective(X, c, np.log(cols['loss']), delta), [theta0], method)
+  if best is None:
+    raise ConfigError(f'form {form!r}: a leave-one-out or bootstrap refit did not converge '
+                      'to finite parameters')
   return dict(fixed, **forms.from_theta(best.x, free))
 
 

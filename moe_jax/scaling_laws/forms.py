@@ -8,8 +8,8 @@ its gradient is sum_k softmax_k X_k: exact and cheap, no autodiff needed.
 
 We use the forms without the "+1" of seed 002 footnote 1 and eqs. 8, 9, 17,
 18 (their second lines): the paper itself writes them so, as D and N are 1e6+.
-`log` is the natural log throughout (it is what makes Table 2 reproduce the
-paper's D* ~ 4B at N1 = 1e9, see dstar.py).
+`log` is the natural log throughout (with it Table 2's parameters give
+D*(1e9) = 3.0B against the paper's ~4B; see dstar.py).
 
 Variables come from runs-table columns (table.py): dense / MoE-from-scratch
 runs put their training tokens in D1 and the dense-equivalent size in N1 (seed

@@ -38,6 +38,9 @@ def check_run(config):
     if value < low or (strict and value == low) or (high is not None and value > high):
       bound = f'> {low}' if strict else f'>= {low}' if high is None else f'in [{low}, {high}]'
       raise ConfigError(f'{key}={value!r} must be {bound}')
+  experts, shards = config.moe.num_experts, config.mesh.expert
+  if experts and shards > 1 and experts % shards:
+    raise ConfigError(f'moe.num_experts={experts} is not divisible by mesh.expert={shards}')
   if config.init_from and not os.path.exists(os.path.expanduser(config.init_from)):
     raise ConfigError(f'init_from={config.init_from!r} does not exist')
 

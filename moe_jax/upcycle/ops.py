@@ -55,6 +55,9 @@ def tile_experts(num_experts, init='copy', noise=0.0, drop=0.0, drop_init='norma
     raise ConfigError(f'upcycle.args.expert_init={init!r} is not one of {TILE_INITS}')
   if init == 'drop' and not 0 < drop < 1:
     raise ConfigError(f'upcycle.args.drop_ratio={drop} must be in (0, 1)')
+  if init == 'drop' and drop_init not in heuristics.DROP_INITS:
+    raise ConfigError(f'upcycle.args.drop_init={drop_init!r} is not one of '
+                      f'{heuristics.DROP_INITS}')
 
   def arrange(w, target, ctx):
     axis = _neuron_axis(ctx.path)
