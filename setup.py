@@ -23,11 +23,11 @@ setuptools.setup(
         'numpy',
         'scipy',
         'tqdm',
+        'matplotlib',  # scaling-law plots (PNG)
     ],
     extras_require={
         'test': ['pytest', 'pytest-xdist'],
-        'plot': ['matplotlib'],
         'hf': ['safetensors'],
-        'notebook': ['matplotlib', 'jupyter'],
+        'notebook': ['jupyter'],
     },
 )

@@ -10,8 +10,7 @@ import numpy as np
 import tqdm
 
 from moe_jax.data import pipeline
-from moe_jax.errors import NonFiniteLossError
-from moe_jax.errors import ConfigError
+from moe_jax.errors import ConfigError, NonFiniteLossError
 from moe_jax.models import accounting
 from moe_jax.train import checkpoint, config_check, metrics, placement, program as program_lib
 from moe_jax.upcycle import transition
