@@ -42,14 +42,19 @@ def main(argv):
     results[name] = dict(val_loss=last['val_loss'], seconds=time.perf_counter() - t0,
                          transition=_report(workdir))
   entropy = last['val_unigram_entropy']
-  eta = cost.efficiency(results['fixed']['val_loss'], results['upcycled']['val_loss'],
-                        results['fixed2x']['val_loss'])
   print(f'\n{"run":<14}{"val_loss":>10}  notes')
   for name, r in results.items():
     print(f'{name:<14}{r["val_loss"]:>10.4f}  {r["transition"]}')
   print(f'{"unigram":<14}{entropy:>10.4f}  entropy of the validation split (nats/byte)')
-  print(f'\nupcycling efficiency eta (seed 000 eq. 4) = {eta:.3f}  '
-        '(1: the upcycled run matches Fixed-2E; 0: no better than Fixed-E)')
+  fixed, up, fixed2x = (results[n]['val_loss'] for n in ('fixed', 'upcycled', 'fixed2x'))
+  eta = None
+  if fixed > fixed2x:
+    eta = cost.efficiency(fixed, up, fixed2x)
+    print(f'\nupcycling efficiency eta (seed 000 eq. 4) = {eta:.3f}  '
+          '(1: the upcycled run matches Fixed-2E; 0: no better than Fixed-E)')
+  else:  # eq. 4 divides by this gap; with its sign flipped eta means nothing
+    print(f'\neta (seed 000 eq. 4) is undefined here: Fixed-2E ({fixed2x:.4f}) did not beat '
+          f'Fixed-E ({fixed:.4f}) at this budget, so there is no gap to close; try more --steps')
   with open(os.path.join(_WORKDIR.value, 'quickstart.json'), 'w') as f:
     json.dump(dict(runs=results, unigram_entropy=entropy, eta=eta), f, indent=2)
 
