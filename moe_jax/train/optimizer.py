@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from moe_jax import sharding
 from moe_jax.errors import ConfigError
 
 SCHEDULES = ('wsd', 'cosine', 'constant')
@@ -18,13 +19,9 @@ _NO_DECAY = re.compile(r'(norm/scale|bias)$')
 _FROZEN = re.compile(r'moe/router/bias$')
 
 
-def _path(key_path):
-  return '/'.join(str(getattr(k, 'key', k)) for k in key_path)
-
-
 def _labels(params, pattern):
   return jax.tree_util.tree_map_with_path(
-      lambda kp, _: bool(pattern.search(_path(kp))), params)
+      lambda kp, _: bool(pattern.search(sharding.path_str(kp))), params)
 
 
 def schedule(opt_cfg, total_steps, start_step=0):
