@@ -12,6 +12,7 @@ import tqdm
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, NonFiniteLossError
 from moe_jax.models import accounting
+from moe_jax.models import config as model_config
 from moe_jax.train import checkpoint, config_check, metrics, placement, program as program_lib
 from moe_jax.upcycle import transition
 
@@ -70,6 +71,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
   if config.mesh.distributed:
     jax.distributed.initialize()
   mesh = placement.make_mesh(config.mesh)
+  # Model errors first: a BPE tokenizer is trained and cached in the workdir.
+  model_config.ModelConfig.from_config(config, vocab_size=1)
   tokenizer = pipeline.tokenizer_for(config, workdir)
   if not config.model.vocab_size:
     config.model.vocab_size = tokenizer.vocab_size

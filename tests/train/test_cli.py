@@ -25,6 +25,7 @@ def _run(module, *args):
     ('--config.bogus=3', "config has no key 'bogus'"),
     ('--config.total_steps=-1', 'total_steps=-1 must be a positive integer'),
     ('--config.moe.top_k=9', 'moe.top_k=9 must be in [1, moe.num_experts=8]'),
+    ('--config.data.tokenizer=bpe --config.moe.top_k=9', 'moe.top_k=9'),  # before BPE writes
     ('--config.moe.dispatch=fast', "moe.dispatch='fast' is not one of"),
     ('--config.model.num_kv_heads=3', 'model.num_heads=4 is not divisible by model.num_kv_heads=3'),
     ('--config.batch_size=12', 'batch_size=12 is not divisible'),
@@ -36,7 +37,7 @@ def _run(module, *args):
 ])
 def test_bad_config_is_one_line_and_writes_nothing(tmp_path, override, message):
   workdir = tmp_path / 'run'
-  proc = _run('moe_jax.main', *_TINY, f'--workdir={workdir}', override)
+  proc = _run('moe_jax.main', *_TINY, f'--workdir={workdir}', *override.split())
   assert proc.returncode == 2, proc.stderr
   lines = proc.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith('error: ') and message in lines[0], proc.stderr
