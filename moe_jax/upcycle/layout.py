@@ -29,6 +29,7 @@ import dataclasses
 import numpy as np
 
 from moe_jax.errors import ConfigError
+from moe_jax.models import config as model_config
 
 LAYOUTS = ('append', 'in_place')
 DEPTH_METHODS = ('stack', 'interpose', 'dus')
@@ -56,12 +57,9 @@ def replica_slots(counts, layout):
 
 
 def layer_kinds(config):
-  """'moe' or 'dense' per layer, by the pattern rule of configs/common.py."""
-  n, moe = config.model.num_layers, config.moe
-  if not moe.num_experts:
-    return ['dense'] * n
-  return ['moe' if i >= moe.first_dense and (i - moe.first_dense) % moe.every == moe.every - 1
-          else 'dense' for i in range(n)]
+  """'moe' or 'dense' per layer, by the model's own pattern rule."""
+  cfg = model_config.ModelConfig.from_config(config, vocab_size=1)
+  return ['moe' if cfg.is_moe_layer(i) else 'dense' for i in range(cfg.num_layers)]
 
 
 def _units(config):

@@ -8,7 +8,6 @@ import re
 
 import jax
 
-from moe_jax.errors import ConfigError
 
 _LAYER = re.compile(r'^(layers_(\d+))/')
 
@@ -44,28 +43,6 @@ def layer(path):
   """'layers_3' for 'layers_3/moe/router/w'; None outside the layer stack."""
   m = _LAYER.match(path)
   return m.group(1) if m else None
-
-
-def layer_index(path):
-  m = _LAYER.match(path)
-  return int(m.group(2)) if m else None
-
-
-def check_shapes(tree, abstract, what='source'):
-  """ConfigError naming every path whose shape differs from `abstract`'s.
-
-  The CLI calls this on restored params against the abstract params of the
-  source config, so a checkpoint that does not match its config stops here
-  with the offending leaves named, before anything is transformed.
-  """
-  got, want = flatten(tree), flatten(abstract)
-  bad = [f'{p} {tuple(got[p].shape)} != {tuple(want[p].shape)}'
-         for p in sorted(set(got) & set(want)) if tuple(got[p].shape) != tuple(want[p].shape)]
-  missing = sorted(set(want) - set(got))
-  unknown = sorted(set(got) - set(want))
-  problems = (bad + [f'{p} missing' for p in missing] + [f'{p} unexpected' for p in unknown])
-  if problems:
-    raise ConfigError(f'{what} params do not match the {what} config: ' + summary(problems))
 
 
 def summary(items, limit=6):

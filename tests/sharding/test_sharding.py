@@ -9,6 +9,7 @@ import pytest
 from configs import common
 from moe_jax import sharding
 from moe_jax.errors import ConfigError
+from moe_jax.upcycle import paths
 
 # D=8, H=4, G=2, K=4, F=16, E=4; V=13 divides by nothing, so vocab dims fall
 # back to replicated.
@@ -65,19 +66,8 @@ MESHES = {
 }
 
 
-def nest(flat):
-  out = {}
-  for path, leaf in flat.items():
-    *parents, name = path.split('/')
-    node = out
-    for p in parents:
-      node = node.setdefault(p, {})
-    node[name] = leaf
-  return out
-
-
 def abstract_params(shapes=None):
-  return nest({p: jax.ShapeDtypeStruct(s, jnp.float32)
+  return paths.unflatten({p: jax.ShapeDtypeStruct(s, jnp.float32)
                for p, s in (shapes or SHAPES).items()})
 
 
@@ -168,7 +158,7 @@ def toy_init(key):
   sizes = [int(np.prod(s)) for s in SHAPES.values()]
   flat = jax.random.normal(key, (sum(sizes),))
   starts = np.cumsum([0] + sizes)
-  return nest({p: flat[a:a + n].reshape(s)
+  return paths.unflatten({p: flat[a:a + n].reshape(s)
                for (p, s), a, n in zip(SHAPES.items(), starts, sizes)})
 
 
