@@ -15,6 +15,7 @@ import jax
 from moe_jax.errors import ConfigError
 
 BACKENDS = ('gpu', 'tpu', 'interpret')
+_LANES = 128  # TPU vector lanes: Mosaic block widths are multiples of it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +26,8 @@ class Backend:
   expert group is padded to a multiple of it, so it also bounds the padding
   (< tile_m rows per expert). tile_n / tile_k are preferred output and
   contraction tiles, tile_t tokens form one combine tile, tile_d columns one
-  gather/combine tile; each is shrunk to a power of two dividing the array.
+  gather/combine tile; `tile` shrinks each to a block width that divides
+  the array and that the kernel language accepts.
   """
   name: str
   interpret: bool
@@ -39,9 +41,30 @@ class Backend:
   num_warps: int = 4
   num_stages: int = 3
 
+  def __post_init__(self):
+    if self.interpret:
+      return
+    if self.kernels == 'mosaic' and self.tile_m % 8:
+      raise ConfigError(f'pallas backend {self.name!r}: tile_m={self.tile_m} '
+                        'must be a multiple of 8 (TPU sublanes)')
+    if self.kernels == 'triton' and (self.tile_m < self.min_tile
+                                     or self.tile_m & (self.tile_m - 1)):
+      raise ConfigError(f'pallas backend {self.name!r}: tile_m={self.tile_m} '
+                        f'must be a power of two >= {self.min_tile}')
+
   def tile(self, dim, preferred, what):
-    """Largest power of two <= preferred that divides dim (Triton blocks are
-    powers of two)."""
+    """The tile for a dim of `dim` elements, at most `preferred` if possible.
+
+    Triton (and interpret mode): the largest power of two <= preferred that
+    divides dim, since Triton blocks are powers of two. Mosaic: the largest
+    multiple of 128 lanes <= preferred that divides dim, else the whole dim,
+    the two block widths Mosaic accepts.
+    """
+    if self.kernels == 'mosaic' and not self.interpret:
+      for t in range(min(preferred, dim) // _LANES * _LANES, 0, -_LANES):
+        if dim % t == 0:
+          return t
+      return dim
     t = 1
     while t * 2 <= preferred and dim % (t * 2) == 0:
       t *= 2

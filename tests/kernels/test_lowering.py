@@ -1,0 +1,88 @@
+"""The GPU and TPU kernels lower for their platforms, checked on CPU.
+
+`jax.export` lowers for a platform the machine lacks, and Pallas runs its
+Triton (GPU) and Mosaic (TPU) lowering in Python, so CI catches what a GPU or
+TPU would reject before compiling: block shapes Triton or Mosaic refuse,
+primitives with no lowering rule, a kernel that falls back to XLA. What is not
+checked here is the vendor compiler after that (Triton to PTX, Mosaic in
+libtpu), nor speed: that is experiments/bench/moe_layer.py's job.
+"""
+import collections
+import re
+
+import jax
+from jax import export
+import jax.numpy as jnp
+import pytest
+
+from moe_jax.errors import ConfigError
+from moe_jax.kernels import backend
+from moe_jax.kernels import moe_ffn
+
+# Each kernel launch of one forward+backward of the MoE FFN: dispatch, three
+# grouped matmuls and combine forward; per matmul an input-gradient matmul
+# and a weight-gradient kernel, and the two permutes swapped, backward.
+# On TPU only the grouped matmuls are Pallas (permute.py says why).
+KERNELS = {
+    'cuda': {'moe_dispatch': 2, 'moe_gmm': 6, 'moe_tgmm': 3, 'moe_combine': 2,
+             'moe_gate_grad': 1},
+    'tpu': {'moe_gmm_tpu': 6, 'moe_tgmm_tpu': 3},
+}
+CUSTOM_CALL = {'cuda': '__gpu$xla.gpu.triton', 'tpu': 'tpu_custom_call'}
+PRESET = {'cuda': 'gpu', 'tpu': 'tpu'}
+
+
+def lowered_kernels(platform, tokens, d_model, d_ff, experts, top_k):
+  """Kernel name -> launches in the lowered forward+backward, bf16."""
+  b = backend._PRESETS[PRESET[platform]]  # pylint: disable=protected-access
+
+  def loss(*args):
+    return jnp.sum(moe_ffn.moe_ffn(*args, backend=b).astype(jnp.float32))
+
+  bf16 = jnp.bfloat16
+  args = (jax.ShapeDtypeStruct((tokens, d_model), bf16),
+          jax.ShapeDtypeStruct((tokens, top_k), jnp.int32),
+          jax.ShapeDtypeStruct((tokens, top_k), bf16),
+          jax.ShapeDtypeStruct((experts, d_model, d_ff), bf16),
+          jax.ShapeDtypeStruct((experts, d_model, d_ff), bf16),
+          jax.ShapeDtypeStruct((experts, d_ff, d_model), bf16))
+  grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 2, 3, 4, 5)))
+  exported = export.export(
+      grad, platforms=[platform],
+      disabled_checks=[export.DisabledSafetyCheck.custom_call(
+          CUSTOM_CALL[platform])])(*args)
+  text = exported.mlir_module()
+  calls = re.findall(r'custom_call @(\S+)\(', text)
+  assert set(calls) == {CUSTOM_CALL[platform]}, set(calls)
+  # Triton calls carry `name`, Mosaic ones `kernel_name`.
+  names = re.findall(r'\b(?:kernel_)?name = "(moe_\w+)"', text)
+  assert len(names) == len(calls)
+  return collections.Counter(names)
+
+
+# The benchmark grid's extremes (issue 6) and a shape with no large
+# power-of-two factors, which Triton and Mosaic tile differently.
+@pytest.mark.parametrize('platform', ['cuda', 'tpu'])
+@pytest.mark.parametrize('shape', [(4096, 2048, 1024, 8, 2),
+                                   (16384, 2048, 4096, 64, 8),
+                                   (100, 256, 512, 60, 3)])
+def test_kernels_lower(platform, shape):
+  assert lowered_kernels(platform, *shape) == KERNELS[platform]
+
+
+def test_mosaic_takes_whole_dims_that_have_no_lane_multiple():
+  assert lowered_kernels('tpu', 100, 96, 200, 8, 2) == KERNELS['tpu']
+
+
+def test_triton_rejects_dims_without_a_power_of_two_tile():
+  with pytest.raises(ConfigError, match=r'output dim=200 needs a power-of-two'):
+    lowered_kernels('cuda', 100, 96, 200, 8, 2)
+
+
+@pytest.mark.parametrize('name,tile_m,match', [
+    ('tpu', 100, 'multiple of 8'), ('gpu', 96, 'power of two')])
+def test_bad_row_tile_is_a_config_error(name, tile_m, match):
+  with pytest.raises(ConfigError, match=match):
+    backend.Backend(name, False, 'mosaic' if name == 'tpu' else 'triton',
+                    tile_m=tile_m, tile_n=128, tile_k=128, tile_t=32,
+                    tile_d=128, min_tile=16 if name == 'gpu' else 1)
