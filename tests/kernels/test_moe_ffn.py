@@ -55,6 +55,10 @@ _MOSAIC = functools.partial(
 
 def _check(pallas_fn, routing, num_experts, top_k, dtype):
   args, ct = _inputs(routing, num_experts, top_k, dtype)
+  _check_args(pallas_fn, args, ct, dtype)
+
+
+def _check_args(pallas_fn, args, ct, dtype):
   got = _value_and_grads(pallas_fn, ct, *args)
   want = _value_and_grads(reference.moe_ffn, ct, *args)
   names = ['y', 'dx', 'dgates', 'dwi_0', 'dwi_1', 'dwo']
@@ -63,11 +67,38 @@ def _check(pallas_fn, routing, num_experts, top_k, dtype):
     g, w = np.asarray(g, np.float32), np.asarray(w, np.float32)
     err = np.max(np.abs(g - w)) / np.max(np.abs(w))
     assert err <= TOL[dtype], f'{name}: relative error {err:.2e}'
+  return got
 
 
 @pytest.mark.parametrize('routing', routings.ROUTINGS)
 def test_matches_reference_f32_top2(routing):
   _check(_INTERPRET, routing, 8, 2, 'float32')
+
+
+@pytest.mark.parametrize('routing', ['uniform', 'all_to_one'])
+def test_no_expert_index_matches_reference_on_routed_assignments(routing):
+  """idx = num_experts ("no expert") on every third assignment: y and every
+  gradient equal the reference over the routed assignments alone (which
+  skips that index too), and those gates get exactly zero gradient."""
+  (x, idx, gates, w0, w1, wo), ct = _inputs(routing, 8, 2, 'float32')
+  unrouted = (np.arange(idx.size) % 3 == 0).reshape(idx.shape)
+  idx = jnp.where(unrouted, 8, idx)
+  y, (dx, dgates, *_) = _check_args(_INTERPRET, (x, idx, gates, w0, w1, wo),
+                                    ct, 'float32')
+  assert np.all(np.asarray(dgates)[unrouted] == 0)
+  assert np.all(np.isfinite(y)) and np.all(np.isfinite(dx))
+  # The routed assignments alone, gates of the rest zeroed: the same y.
+  routed_y = reference.moe_ffn(x, jnp.where(unrouted, 0, idx),
+                               jnp.where(unrouted, 0, gates), w0, w1, wo)
+  np.testing.assert_allclose(y, routed_y, atol=1e-5)
+
+
+def test_all_unrouted_gives_zero():
+  (x, idx, gates, w0, w1, wo), ct = _inputs('uniform', 4, 1, 'float32')
+  y, grads = _value_and_grads(_INTERPRET, ct, x, jnp.full_like(idx, 4), gates,
+                              w0, w1, wo)
+  for a in (y, *grads):
+    assert not np.any(np.asarray(a))
 
 
 @pytest.mark.slow
