@@ -2,6 +2,7 @@
 
   python -m experiments.bench.moe_layer --out=results.json          # GPU / TPU
   python -m experiments.bench.moe_layer --out=results.json --small  # CPU check
+  python -m experiments.bench.moe_layer --out=t4k.json --tokens=4096  # a slice
 
 Times forward and forward+backward of the expert FFN (x -> y, gradients to x,
 gates and the three expert weights) over the issue-6 grid: T in {4096, 16384},
@@ -16,11 +17,21 @@ plus the grouped matmul alone against one dense matmul, and dispatch / combine
 bandwidth against the device's measured copy bandwidth. `--small` shrinks the
 grid so the whole script runs on CPU (Pallas in interpret mode): it checks the
 script end to end; its timings mean nothing. Imports only jax and moe_jax.
+
+Before timing, each case checks the Pallas outputs and gradients against the
+`ragged` path (both dropless, so they compute the same function) and records
+the relative error: a kernel that compiles but computes the wrong thing shows
+up as `check.ok = false`, not as a fast number. The JSON is rewritten after
+every case, so a run cut short (a device-time limit) keeps what it measured;
+--tokens / --d_ff / --experts_k / --routing pick a slice of the grid to split
+the grid over several runs.
 """
 import argparse
 import datetime
 import functools
+import itertools
 import json
+import os
 import time
 
 import jax
@@ -118,6 +129,26 @@ def _ratio(num, den):
   return num / den if ok else None
 
 
+# bf16 inputs, f32 accumulation in both paths: what the issue allows in bf16.
+CHECK_RTOL = 2e-2
+
+
+def _rel_err(a, b):
+  a, b = (jnp.asarray(v, jnp.float32) for v in (a, b))
+  return float(jnp.linalg.norm(a - b) / jnp.maximum(jnp.linalg.norm(b), 1e-30))
+
+
+def _check(fwd, fwd_bwd, args, ct):
+  """Relative L2 error of the Pallas output and gradients against ragged."""
+  errs = {'y': _rel_err(fwd['pallas'](*args), fwd['ragged'](*args))}
+  names = ('x', 'gates', 'wi_0', 'wi_1', 'wo')
+  for name, got, want in zip(names, fwd_bwd['pallas'](ct, *args),
+                             fwd_bwd['ragged'](ct, *args)):
+    errs[name] = _rel_err(got, want)
+  return dict(rel_err=errs, rtol=CHECK_RTOL,
+              ok=all(v <= CHECK_RTOL for v in errs.values()))
+
+
 def _ms(seconds):
   return {n: v * 1e3 if isinstance(v, float) else v for n, v in seconds.items()}
 
@@ -142,6 +173,10 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
   for name, fn in paths.items():
     fwd[name], fwd_bwd[name] = _fwd_and_grad(fn, (0, 2, 3, 4, 5))
   dense_fwd, dense_grad = _fwd_and_grad(_dense_ffn, (0, 1, 2, 3))
+  try:
+    check = _check(fwd, fwd_bwd, args, ct)
+  except Exception as e:  # pylint: disable=broad-except
+    check = dict(ok=False, error=f'{type(e).__name__}: {str(e)[:200]}')
   fwd_s = _measure({'dense': dense_fwd}, dense_args, warmup, reps)
   fwd_s.update(_measure(fwd, args, warmup, reps))
   bwd_s = _measure({'dense': dense_grad}, (ct_dense, *dense_args), warmup,
@@ -172,7 +207,7 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
       tokens=t, d_model=d, d_ff=f, experts=e, top_k=k, routing=routing,
       tokens_per_expert_mean=t * k / e, load=_load_stats(idx_Tk, e),
       assignments=t * k, padded_rows=int(r.num_tiles[0]) * b.tile_m,
-      einsum_dropped_frac=float(jax.jit(dropped_fn)(*args)),
+      einsum_dropped_frac=float(jax.jit(dropped_fn)(*args)), check=check,
       fwd_ms=_ms(fwd_s), fwd_bwd_ms=_ms(bwd_s), pieces_ms=_ms(pieces),
       tflops={n: dict(fwd=_ratio(flops_fwd / 1e12, fwd_s[n]),
                       fwd_bwd=_ratio(flops_fb / 1e12, bwd_s[n]))
@@ -204,14 +239,46 @@ def copy_bandwidth(num_bytes, warmup, reps):
   return 2 * num_bytes / seconds / 1e9
 
 
+def _ints(text):
+  return tuple(int(v) for v in text.split(','))
+
+
+def _pairs(text):
+  """'8:2,64:8' -> ((8, 2), (64, 8))."""
+  try:
+    return tuple(tuple(int(v) for v in pair.split(':')) for pair in
+                 text.split(','))
+  except ValueError:
+    raise argparse.ArgumentTypeError(f'{text!r} is not a list like 8:2,64:8')
+
+
+def _write(path, payload):
+  """Replaces `path` whole (write, then rename), so a killed run leaves the
+  last complete JSON rather than a torn one."""
+  tmp = f'{path}.tmp'
+  with open(tmp, 'w') as fh:
+    json.dump(payload, fh, indent=1)
+  os.replace(tmp, path)
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument('--out', required=True, help='results JSON path')
   ap.add_argument('--small', action='store_true', help='CPU-sized grid')
   ap.add_argument('--backend', default=None, help='gpu | tpu | interpret')
   ap.add_argument('--dtype', default='bfloat16')
+  ap.add_argument('--tokens', type=_ints, help='e.g. 4096 (default: grid)')
+  ap.add_argument('--d_ff', type=_ints, help='e.g. 1024,4096')
+  ap.add_argument('--experts_k', type=_pairs, help='e.g. 8:2,64:8')
+  ap.add_argument('--routing', type=lambda v: tuple(v.split(',')),
+                  help='uniform,skewed')
   args = ap.parse_args(argv)
-  grid = SMALL if args.small else FULL
+  grid = dict(SMALL if args.small else FULL, routing=ROUTINGS)
+  for name in ('tokens', 'd_ff', 'experts_k', 'routing'):
+    grid[name] = getattr(args, name) or grid[name]
+  if not set(grid['routing']) <= set(ROUTINGS):
+    raise ConfigError(f'--routing={",".join(grid["routing"])} is not a '
+                      f'subset of {",".join(ROUTINGS)}')
   b = backend_lib.resolve(args.backend)
   if b.interpret and not args.small:
     raise ConfigError('the full grid needs a GPU or TPU (pallas backend '
@@ -224,6 +291,8 @@ def main(argv=None):
       device=dev.device_kind, device_count=jax.device_count(),
       pallas_backend=b.name, tiles=dict(m=b.tile_m, n=b.tile_n, k=b.tile_k),
       dtype=args.dtype, small=args.small, nominal_peak_flops=peak,
+      grid={n: grid[n] for n in ('tokens', 'd_model', 'd_ff', 'experts_k',
+                                 'routing')},
       copy_bandwidth_GBps=copy_bandwidth(2**20 if args.small else 2**30,
                                          grid['warmup'], grid['reps']),
       timing=dict(warmup=grid['warmup'], reps=grid['reps'], statistic='median',
@@ -231,24 +300,20 @@ def main(argv=None):
                   'compile excluded by the warm-up calls'),
       routing='uniform: Gumbel top-k over equal logits; skewed: logits '
               'log(1/(e+1)); distinct experts per token; counts in each case')
+  cases = itertools.product(grid['tokens'], grid['d_model'], grid['d_ff'],
+                            grid['experts_k'], grid['routing'])
   results = []
   key = jax.random.PRNGKey(0)
-  for t in grid['tokens']:
-    for d in grid['d_model']:
-      for f in grid['d_ff']:
-        for e, k in grid['experts_k']:
-          for routing in ROUTINGS:
-            key, sub = jax.random.split(key)
-            case = bench_case(sub, t, d, f, e, k, routing, b,
-                              jnp.dtype(args.dtype), grid['warmup'],
-                              grid['reps'], peak)
-            results.append(case)
-            print(json.dumps({n: case[n] for n in ('tokens', 'd_ff', 'experts',
-                                                   'top_k', 'routing',
-                                                   'fwd_bwd_ms', 'ratios')}),
-                  flush=True)
-  with open(args.out, 'w') as fh:
-    json.dump(dict(meta=meta, results=results), fh, indent=1)
+  for t, d, f, (e, k), routing in cases:
+    key, sub = jax.random.split(key)
+    case = bench_case(sub, t, d, f, e, k, routing, b, jnp.dtype(args.dtype),
+                      grid['warmup'], grid['reps'], peak)
+    results.append(case)
+    _write(args.out, dict(meta=meta, results=results))
+    print(json.dumps({n: case[n] for n in ('tokens', 'd_ff', 'experts',
+                                           'top_k', 'routing', 'check',
+                                           'fwd_bwd_ms', 'ratios')}),
+          flush=True)
 
 
 if __name__ == '__main__':

@@ -25,6 +25,29 @@ def test_small_benchmark_writes_results(tmp_path):
     assert sum(case['load']['counts']) == case['assignments']
     assert case['padded_rows'] >= case['assignments']
     assert case['ratios']['fwd_bwd_speedup_vs_ragged'] > 0
+    # Interpret-mode Pallas against ragged, in bf16 within check.rtol.
+    assert case['check']['ok'], case['check']
+
+
+def test_grid_slice_rewrites_results_after_each_case(tmp_path):
+  out = tmp_path / 'results.json'
+  moe_layer.main(['--small', f'--out={out}', '--experts_k=4:2',
+                  '--routing=skewed'])
+  results = json.loads(out.read_text())
+  assert results['meta']['grid']['experts_k'] == [[4, 2]]
+  [case] = results['results']
+  assert (case['experts'], case['top_k'], case['routing']) == (4, 2, 'skewed')
+  assert case['check']['ok'], case['check']
+  assert not (tmp_path / 'results.json.tmp').exists()
+
+
+def test_bad_grid_slice_is_a_one_line_error(tmp_path, capsys):
+  with pytest.raises(moe_layer.ConfigError, match='--routing=zipf'):
+    moe_layer.main(['--small', f'--out={tmp_path / "r.json"}', '--routing=zipf'])
+  with pytest.raises(SystemExit):
+    moe_layer.main(['--small', f'--out={tmp_path / "r.json"}', '--experts_k=8x2'])
+  assert "--experts_k: '8x2' is not a list like 8:2,64:8" in capsys.readouterr().err
+  assert not (tmp_path / 'r.json').exists()
 
 
 def test_full_grid_on_cpu_is_refused(tmp_path):
