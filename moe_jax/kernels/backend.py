@@ -11,6 +11,7 @@ import dataclasses
 import logging
 
 import jax
+from jax import lax
 
 from moe_jax.errors import ConfigError
 
@@ -40,6 +41,21 @@ class Backend:
   min_tile: int = 1      # tl.dot needs every dot dimension >= 16 on GPU
   num_warps: int = 4
   num_stages: int = 3
+  matmul_precision: str | None = None   # a jax.lax.Precision name
+
+  @property
+  def precision(self):
+    """The lax.Precision of the kernels' matmuls (None: the kernel
+    language's default, TF32 for f32 inputs in Triton)."""
+    if self.matmul_precision is None:
+      return None
+    try:
+      return lax.Precision(self.matmul_precision)
+    except ValueError:
+      raise ConfigError(
+          f'pallas matmul_precision={self.matmul_precision!r} is not a '
+          'jax.lax.Precision name (default, high, highest, float32, ...)'
+      ) from None
 
   def __post_init__(self):
     if self.interpret:
@@ -95,7 +111,9 @@ def resolve(backend=None, **overrides):
   """Returns the Backend for a name (None: from jax.default_backend()).
 
   overrides replace preset fields (tile sizes, or kernels='mosaic' to run the
-  TPU kernels in interpret mode), e.g. for tests or tuning.
+  TPU kernels in interpret mode), e.g. for tests or tuning. The matmul
+  precision follows `jax.default_matmul_precision` at trace time, as XLA's own
+  dots do: Pallas would otherwise run f32 matmuls on GPU in TF32.
   """
   platform = _platform()
   if backend is None:
@@ -111,7 +129,11 @@ def resolve(backend=None, **overrides):
         f'pallas backend={backend!r} needs a {backend.upper()} but '
         f'jax.default_backend()={platform!r}; use backend=\'interpret\' '
         f'(slow, exact) or moe.dispatch=\'ragged\'')
-  return dataclasses.replace(_PRESETS[backend], **overrides)
+  overrides.setdefault('matmul_precision',
+                       jax.config.jax_default_matmul_precision)
+  b = dataclasses.replace(_PRESETS[backend], **overrides)
+  b.precision  # pylint: disable=pointless-statement  (validates the name)
+  return b
 
 
 def compiler_params(b):

@@ -30,7 +30,7 @@ _TN = (((0,), (0,)), ((), ()))   # a.T @ w
 
 
 def _gmm_kernel(group_ref, ntiles_ref, lhs_ref, rhs_ref, out_ref, *, tk, tn,
-                transpose_rhs):
+                transpose_rhs, precision):
   m, n = pl.program_id(0), pl.program_id(1)
   used = m < ntiles_ref[0]
 
@@ -46,6 +46,7 @@ def _gmm_kernel(group_ref, ntiles_ref, lhs_ref, rhs_ref, out_ref, *, tk, tn,
       else:
         w = rhs_ref[g, pl.ds(i * tk, tk), pl.ds(n * tn, tn)]
       return acc_MN + lax.dot_general(a, w, _NT if transpose_rhs else _NN,
+                                      precision=precision,
                                       preferred_element_type=jnp.float32)
 
     acc_MN = lax.fori_loop(0, num_k, body, jnp.zeros(out_ref.shape,
@@ -58,7 +59,7 @@ def _gmm_kernel(group_ref, ntiles_ref, lhs_ref, rhs_ref, out_ref, *, tk, tn,
 
 
 def _tgmm_kernel(start_ref, count_ref, lhs_ref, dout_ref, out_ref, *, tm, tk,
-                 tn):
+                 tn, precision):
   e, kk, nn = pl.program_id(0), pl.program_id(1), pl.program_id(2)
   start = start_ref[e]
 
@@ -66,7 +67,7 @@ def _tgmm_kernel(start_ref, count_ref, lhs_ref, dout_ref, out_ref, *, tm, tk,
     rows = pl.ds(pl.multiple_of((start + i) * tm, tm), tm)
     a = lhs_ref[rows, pl.ds(kk * tk, tk)]
     d = dout_ref[rows, pl.ds(nn * tn, tn)]
-    return acc_KN + lax.dot_general(a, d, _TN,
+    return acc_KN + lax.dot_general(a, d, _TN, precision=precision,
                                     preferred_element_type=jnp.float32)
 
   # Empty groups run zero iterations and so write zeros.
@@ -87,7 +88,8 @@ def gmm_raw(lhs_RK, rhs, routing, b, transpose_rhs=False, out_dtype=None):
   tn = b.tile(n_dim, b.tile_n, 'output dim')
   out_dtype = out_dtype or jnp.result_type(lhs_RK, rhs)
   kernel = functools.partial(_gmm_kernel, tk=tk, tn=tn,
-                             transpose_rhs=transpose_rhs)
+                             transpose_rhs=transpose_rhs,
+                             precision=b.precision)
   return pl.pallas_call(
       kernel,
       out_shape=jax.ShapeDtypeStruct((rows, n_dim), out_dtype),
@@ -111,7 +113,8 @@ def tgmm_raw(lhs_RK, dout_RN, routing, b, out_dtype):
   # Both output dims are tiled like an output column tile.
   tk = b.tile(k_dim, b.tile_n, 'weight-gradient rows')
   tn = b.tile(n_dim, b.tile_n, 'weight-gradient columns')
-  kernel = functools.partial(_tgmm_kernel, tm=b.tile_m, tk=tk, tn=tn)
+  kernel = functools.partial(_tgmm_kernel, tm=b.tile_m, tk=tk, tn=tn,
+                             precision=b.precision)
   return pl.pallas_call(
       kernel,
       out_shape=jax.ShapeDtypeStruct((num_experts, k_dim, n_dim), out_dtype),

@@ -25,7 +25,7 @@ _TN = (((0,), (0,)), ((), ()))
 
 
 def _gmm_kernel(group_ref, ntiles_ref, lhs_ref, rhs_ref, out_ref, acc_ref, *,
-                transpose_rhs):
+                transpose_rhs, precision):
   del group_ref  # used by the index maps only
   m, k = pl.program_id(0), pl.program_id(2)
 
@@ -37,7 +37,7 @@ def _gmm_kernel(group_ref, ntiles_ref, lhs_ref, rhs_ref, out_ref, acc_ref, *,
   def _():
     acc_ref[...] += lax.dot_general(
         lhs_ref[...], rhs_ref[...], _NT if transpose_rhs else _NN,
-        preferred_element_type=jnp.float32)
+        precision=precision, preferred_element_type=jnp.float32)
 
   @pl.when(k == pl.num_programs(2) - 1)
   def _():
@@ -65,7 +65,8 @@ def gmm(lhs_RK, rhs, routing, b, transpose_rhs=False, out_dtype=None):
       out_specs=pl.BlockSpec((tm, tn), lambda m, n, k, grp, nt: (m, n)),
       scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)])
   return pl.pallas_call(
-      functools.partial(_gmm_kernel, transpose_rhs=transpose_rhs),
+      functools.partial(_gmm_kernel, transpose_rhs=transpose_rhs,
+                        precision=b.precision),
       out_shape=jax.ShapeDtypeStruct(
           (rows, n_dim), out_dtype or jnp.result_type(lhs_RK, rhs)),
       grid_spec=grid_spec,
@@ -76,7 +77,8 @@ def gmm(lhs_RK, rhs, routing, b, transpose_rhs=False, out_dtype=None):
   )(routing.tile_group_M, routing.num_tiles, lhs_RK, rhs)
 
 
-def _tgmm_kernel(group_ref, ntiles_ref, lhs_ref, dout_ref, out_ref, acc_ref):
+def _tgmm_kernel(group_ref, ntiles_ref, lhs_ref, dout_ref, out_ref, acc_ref, *,
+                 precision):
   m, num_m = pl.program_id(2), pl.num_programs(2)
   g = group_ref[m]
   first = jnp.logical_or(m == 0, group_ref[jnp.maximum(m - 1, 0)] != g)
@@ -90,6 +92,7 @@ def _tgmm_kernel(group_ref, ntiles_ref, lhs_ref, dout_ref, out_ref, acc_ref):
   @pl.when(m < ntiles_ref[0])
   def _():
     acc_ref[...] += lax.dot_general(lhs_ref[...], dout_ref[...], _TN,
+                                    precision=precision,
                                     preferred_element_type=jnp.float32)
 
   @pl.when(last)
@@ -114,7 +117,7 @@ def tgmm(lhs_RK, dout_RN, routing, b, out_dtype):
                              lambda kk, nn, m, grp, nt: (grp[m], kk, nn)),
       scratch_shapes=[pltpu.VMEM((tk, tn), jnp.float32)])
   out_EKN = pl.pallas_call(
-      _tgmm_kernel,
+      functools.partial(_tgmm_kernel, precision=b.precision),
       out_shape=jax.ShapeDtypeStruct((num_experts, k_dim, n_dim), out_dtype),
       grid_spec=grid_spec,
       interpret=b.interpret,

@@ -8,6 +8,7 @@ checked here is the vendor compiler after that (Triton to PTX, Mosaic in
 libtpu), nor speed: that is experiments/bench/moe_layer.py's job.
 """
 import collections
+import dataclasses
 import re
 
 import jax
@@ -32,20 +33,22 @@ CUSTOM_CALL = {'cuda': '__gpu$xla.gpu.triton', 'tpu': 'tpu_custom_call'}
 PRESET = {'cuda': 'gpu', 'tpu': 'tpu'}
 
 
-def lowered_kernels(platform, tokens, d_model, d_ff, experts, top_k):
-  """Kernel name -> launches in the lowered forward+backward, bf16."""
-  b = backend._PRESETS[PRESET[platform]]  # pylint: disable=protected-access
+def lowered_kernels(platform, tokens, d_model, d_ff, experts, top_k,
+                    dtype=jnp.bfloat16):
+  """Kernel name -> launches in the lowered forward+backward."""
+  b = dataclasses.replace(
+      backend._PRESETS[PRESET[platform]],  # pylint: disable=protected-access
+      matmul_precision=jax.config.jax_default_matmul_precision)
 
   def loss(*args):
     return jnp.sum(moe_ffn.moe_ffn(*args, backend=b).astype(jnp.float32))
 
-  bf16 = jnp.bfloat16
-  args = (jax.ShapeDtypeStruct((tokens, d_model), bf16),
+  args = (jax.ShapeDtypeStruct((tokens, d_model), dtype),
           jax.ShapeDtypeStruct((tokens, top_k), jnp.int32),
-          jax.ShapeDtypeStruct((tokens, top_k), bf16),
-          jax.ShapeDtypeStruct((experts, d_model, d_ff), bf16),
-          jax.ShapeDtypeStruct((experts, d_model, d_ff), bf16),
-          jax.ShapeDtypeStruct((experts, d_ff, d_model), bf16))
+          jax.ShapeDtypeStruct((tokens, top_k), dtype),
+          jax.ShapeDtypeStruct((experts, d_model, d_ff), dtype),
+          jax.ShapeDtypeStruct((experts, d_model, d_ff), dtype),
+          jax.ShapeDtypeStruct((experts, d_ff, d_model), dtype))
   grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 2, 3, 4, 5)))
   exported = export.export(
       grad, platforms=[platform],
@@ -70,6 +73,14 @@ def test_kernels_lower(platform, shape):
   assert lowered_kernels(platform, *shape) == KERNELS[platform]
 
 
+@pytest.mark.parametrize('platform', ['cuda', 'tpu'])
+def test_f32_at_highest_precision_lowers(platform):
+  # What the device tests (tests/kernels/test_device.py) run in f32.
+  with jax.default_matmul_precision('highest'):
+    counts = lowered_kernels(platform, 256, 256, 512, 8, 2, jnp.float32)
+  assert counts == KERNELS[platform]
+
+
 def test_mosaic_takes_whole_dims_that_have_no_lane_multiple():
   assert lowered_kernels('tpu', 100, 96, 200, 8, 2) == KERNELS['tpu']
 
@@ -77,6 +88,14 @@ def test_mosaic_takes_whole_dims_that_have_no_lane_multiple():
 def test_triton_rejects_dims_without_a_power_of_two_tile():
   with pytest.raises(ConfigError, match=r'output dim=200 needs a power-of-two'):
     lowered_kernels('cuda', 100, 96, 200, 8, 2)
+
+
+def test_matmul_precision_follows_jax_default():
+  assert backend.resolve('interpret').precision is None
+  with jax.default_matmul_precision('float32'):
+    assert backend.resolve('interpret').precision == jax.lax.Precision.HIGHEST
+  with pytest.raises(ConfigError, match="matmul_precision='f64'"):
+    backend.resolve('interpret', matmul_precision='f64')
 
 
 @pytest.mark.parametrize('name,tile_m,match', [
