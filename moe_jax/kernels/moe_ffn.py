@@ -6,11 +6,13 @@ Same contract as `reference.moe_ffn`, dropless, and differentiable in x,
 gates and all three expert weights, with one extension: idx[t, j] equal to
 num_experts means "no expert", which adds 0 to y[t], costs no FLOPs and gives
 gates[t, j] a zero gradient (`dispatch.route`). Expert parallelism uses it for
-the empty rows of its receive buffer (moe_jax/parallel/expert.py). The pieces each carry a custom VJP whose
-backward passes are kernels too: dispatch <-> combine swap roles
-(`permute`), and each grouped matmul's backward is an input-gradient grouped
-matmul plus a per-expert weight-gradient kernel (`gmm`). The SwiGLU
-nonlinearity between them is elementwise XLA, differentiated by JAX.
+the empty rows of its receive buffer (moe_jax/parallel/expert.py).
+
+The pieces each carry a custom VJP whose backward passes are kernels too:
+dispatch <-> combine swap roles (`permute`), and each grouped matmul's
+backward is an input-gradient grouped matmul plus a per-expert weight-gradient
+kernel (`gmm`). The SwiGLU nonlinearity between them is elementwise XLA,
+differentiated by JAX.
 
 FLOPs: 6·T·k·D·F forward and 12·T·k·D·F backward on routed rows, plus at
 most tile_m - 1 padding rows per non-empty expert.

@@ -9,9 +9,11 @@ and return `(y_TD, dropped_frac)`:
              `jax.lax.ragged_dot` grouped matmuls, un-sort, weighted sum over k
   pallas     the fused kernel of moe_jax/kernels/moe_ffn.py
 Under a mesh whose `expert` axis has more than one device, `get` returns the
-expert-parallel path of moe_jax/parallel/expert.py instead (`expert_parallel`);
-under one that splits tokens but not experts, the chosen path runs on each
-token shard (moe_jax/parallel/local.py), einsum with a capacity per shard.
+expert-parallel path of moe_jax/parallel/expert.py instead (`expert_parallel`),
+whose shards compute their local experts with the Pallas kernels for `pallas`
+and with `jax.lax.ragged_dot` otherwise; under one that splits tokens but not
+experts, the chosen path runs on each token shard (moe_jax/parallel/local.py),
+einsum with a capacity per shard.
 An assignment whose gate is exactly 0 (the MoE block zeroes padding tokens'
 gates) adds nothing to y; einsum does not let it take a capacity slot.
 """
@@ -84,30 +86,37 @@ def ragged(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
   return y_TD.astype(x_TD.dtype), jnp.float32(0.0)
 
 
-def pallas(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
+def _pallas_kernel():
   try:
-    kernel = importlib.import_module('moe_jax.kernels.moe_ffn')
+    return importlib.import_module('moe_jax.kernels.moe_ffn')
   except ImportError as e:
     raise ConfigError(f"moe.dispatch='pallas' needs moe_jax.kernels.moe_ffn, which "
                       f'failed to import ({e})') from e
-  return kernel.moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD), jnp.float32(0.0)
+
+
+def pallas(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
+  y_TD = _pallas_kernel().moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD)
+  return y_TD, jnp.float32(0.0)
 
 
 def expert_parallel(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
-                    capacity_factor=None):
+                    capacity_factor=None, local_ffn='ragged'):
   """`expert_lib.moe_ffn_ep` on `mesh`: dropless, or with `capacity_factor`
   capacity-bounded with C = `capacity` of each token shard's tokens.
 
   Each token shard is one GShard group (moe_jax/parallel/expert.py), so with a
   capacity the tokens dropped can differ from einsum's one group over all T.
+  `local_ffn` ('ragged' | 'pallas') computes each shard's local experts.
   """
   cap = None
   if capacity_factor is not None:
     num_tokens, top_k = idx_Tk.shape
     shards = math.prod(size for axis, size in mesh.shape.items() if axis != 'tensor')
     cap = capacity(-(-num_tokens // shards), top_k, wi_0_EDF.shape[0], capacity_factor)
+  if local_ffn == 'pallas':
+    _pallas_kernel()   # a missing kernel is the ConfigError `pallas` raises
   return expert_lib.moe_ffn_ep(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, mesh=mesh,
-                               capacity=cap)
+                               capacity=cap, local_ffn=local_ffn)
 
 
 _PATHS = {'reference': reference, 'einsum': einsum, 'ragged': ragged, 'pallas': pallas}
@@ -118,7 +127,9 @@ def get(name, capacity_factor=1.25, mesh=None):
 
   With a `mesh` (concrete or abstract) whose `expert` axis is larger than 1,
   experts live on different devices, so every name maps to `expert_parallel`:
-  einsum to its capacity mode, the dropless paths to its dropless mode.
+  einsum to its capacity mode, the dropless paths to its dropless mode, with
+  the local experts computed by the Pallas kernels for `pallas` and by
+  `jax.lax.ragged_dot` for the others.
   With `expert` = 1 but tokens split over the other axes of the default
   `batch` rule (moe_jax/sharding.py), `name` runs per token shard
   (`local_lib.moe_ffn_local`): einsum's C is then `capacity` of each shard's
@@ -129,7 +140,8 @@ def get(name, capacity_factor=1.25, mesh=None):
   sizes = {} if mesh is None else dict(mesh.shape)
   if sizes.get('expert', 1) > 1:
     return functools.partial(expert_parallel, mesh=mesh,
-                             capacity_factor=capacity_factor if name == 'einsum' else None)
+                             capacity_factor=capacity_factor if name == 'einsum' else None,
+                             local_ffn='pallas' if name == 'pallas' else 'ragged')
   fn = _PATHS[name]
   if name == 'einsum':
     fn = functools.partial(einsum, capacity_factor=capacity_factor)

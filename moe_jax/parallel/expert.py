@@ -10,10 +10,21 @@
      on the expert axis (n peers, E_l = E / n experts each);
   2. exchanges it with one all_to_all, so row s*slots + j of the receive
      buffer is the j-th row peer s sent;
-  3. runs its E_l experts on the received rows: sort by local expert,
-     `jax.lax.ragged_dot`, un-sort;
+  3. runs its E_l experts on the received rows (`local_ffn`, below);
   4. sends the results back with the same all_to_all and combines each
      token's k outputs with its gates.
+
+Local experts. The receive buffer's empty rows carry e = E_l (no expert).
+`local_ffn='ragged'` sorts the rows by local expert, runs
+`jax.lax.ragged_dot` and un-sorts; on GPU XLA lowers its weight gradient
+densely. `local_ffn='pallas'` runs the grouped-matmul kernels of
+moe_jax/kernels/moe_ffn.py instead (interpret mode on CPU), whose routing
+treats e = E_l as "no expert" and gives those rows no row of its buffer: under
+dropless routing n - 1 of every n receive rows are empty on average, and they
+cost no FLOPs. Pallas outputs do not declare how they vary over mesh axes, so
+that path runs the shard_map with check_vma=False, as
+moe_jax/parallel/local.py does; tests/parallel/test_expert_parallel.py checks
+its forward and gradients against the reference.
 
 Buffer size. Dropless (`capacity=None`) needs the worst case: a token picks
 distinct experts, so one peer can send at most T_l*min(k, E_l) rows to one
@@ -44,10 +55,11 @@ from moe_jax.errors import ConfigError
 
 def moe_ffn_ep(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
                expert_axis='expert', capacity=None, tensor_axis='tensor',
-               exchange=None):
+               exchange=None, local_ffn='ragged'):
   """Expert-parallel `reference.moe_ffn` on `mesh`; returns (y_TD, dropped_frac).
 
-  `exchange` is 'padded' or 'ragged'; None picks 'ragged' on GPU/TPU. With
+  `exchange` is 'padded' or 'ragged'; None picks 'ragged' on GPU/TPU.
+  `local_ffn` ('ragged' or 'pallas') computes each shard's local experts. With
   `tensor_axis` in the mesh and d_ff divisible by it, each tensor shard holds a
   slice of every local expert's F and the partial outputs are summed.
   """
@@ -56,6 +68,9 @@ def moe_ffn_ep(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
   if num_experts % n:
     raise ConfigError(f'moe.num_experts={num_experts} is not divisible by '
                       f'mesh.{expert_axis}={n}')
+  if local_ffn not in _LOCAL_FFNS:
+    raise ConfigError(f'local_ffn={local_ffn!r} is not one of '
+                      f'{tuple(_LOCAL_FFNS)}')
   if capacity is not None and capacity < 1:
     raise ConfigError(f'expert capacity={capacity} must be at least 1')
   if exchange is None:
@@ -74,18 +89,20 @@ def moe_ffn_ep(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
 
   local = functools.partial(
       _local_moe, expert_axis=expert_axis, token_axes=token_axes,
-      f_axis=f_axis, capacity=capacity, exchange=exchange)
+      f_axis=f_axis, capacity=capacity, exchange=exchange,
+      expert_ffn=_LOCAL_FFNS[local_ffn])
   tok = P(token_axes)
   y, dropped_frac = jax.shard_map(
       local, mesh=mesh,
       in_specs=(tok, tok, tok, tok, P(expert_axis, None, f_axis),
                 P(expert_axis, None, f_axis), P(expert_axis, f_axis, None)),
-      out_specs=(tok, P()))(x, idx, gates, valid_T, wi_0_EDF, wi_1_EDF, wo_EFD)
+      out_specs=(tok, P()), check_vma=local_ffn != 'pallas')(
+          x, idx, gates, valid_T, wi_0_EDF, wi_1_EDF, wo_EFD)
   return y[:num_tokens], dropped_frac
 
 
 def _local_moe(x_TD, idx_Tk, gates_Tk, valid_T, wi_0, wi_1, wo, *, expert_axis,
-               token_axes, f_axis, capacity, exchange):
+               token_axes, f_axis, capacity, exchange, expert_ffn):
   """One shard's part of `moe_ffn_ep`; shapes are per shard."""
   n = jax.lax.axis_size(expert_axis)
   local_experts = wi_0.shape[0]
@@ -117,7 +134,7 @@ def _local_moe(x_TD, idx_Tk, gates_Tk, valid_T, wi_0, wi_1, wo, *, expert_axis,
   got_n = jax.lax.all_to_all(sent_n, expert_axis, 0, 0, tiled=True)
   x_R = move(x_S, sent_n, got_n, slots, expert_axis, 0)
   e_R = move(e_S, sent_n, got_n, slots, expert_axis, local_experts)
-  y_R = _expert_ffn(x_R, e_R, wi_0, wi_1, wo)
+  y_R = expert_ffn(x_R, e_R, wi_0, wi_1, wo)
   if f_axis is not None:
     y_R = jax.lax.psum(y_R, f_axis)
   back_S = move(y_R, got_n, sent_n, slots, expert_axis, 0)
@@ -137,7 +154,7 @@ def _rank_within(group_A, mask_A, num_groups):
   return jnp.sum(jnp.cumsum(onehot, axis=0) * onehot, axis=1) - 1
 
 
-def _expert_ffn(x_RD, e_R, wi_0, wi_1, wo):
+def _ragged_ffn(x_RD, e_R, wi_0, wi_1, wo):
   """SwiGLU of each row through local expert e_R; rows with e_R = E_l give 0."""
   local_experts = wi_0.shape[0]
   order = jnp.argsort(e_R, stable=True)
@@ -148,6 +165,20 @@ def _expert_ffn(x_RD, e_R, wi_0, wi_1, wo):
   y_sorted = jax.lax.ragged_dot(h, wo, sizes)
   y_RD = jnp.zeros_like(y_sorted).at[order].set(y_sorted)
   return jnp.where((e_R < local_experts)[:, None], y_RD, 0)
+
+
+def _pallas_ffn(x_RD, e_R, wi_0, wi_1, wo):
+  """`_ragged_ffn` by the Pallas kernel: each row is a token with one choice
+  and a unit gate, and e_R = E_l is its "no expert" index, so those rows get
+  no row of the kernel's buffer and no FLOPs."""
+  # Imported on use, as in moe_jax.models.dispatch.pallas: the other paths
+  # never need the kernel package.
+  from moe_jax.kernels import moe_ffn  # pylint: disable=g-import-not-at-top
+  gates_R1 = jnp.ones((e_R.shape[0], 1), x_RD.dtype)
+  return moe_ffn.moe_ffn(x_RD, e_R[:, None], gates_R1, wi_0, wi_1, wo)
+
+
+_LOCAL_FFNS = {'ragged': _ragged_ffn, 'pallas': _pallas_ffn}
 
 
 def _padded(buf, sent_n, got_n, slots, axis, fill):

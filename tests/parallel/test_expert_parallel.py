@@ -10,6 +10,7 @@ import pytest
 from moe_jax import sharding
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import reference
+from moe_jax.models import dispatch
 from moe_jax.parallel import expert
 
 # 37 tokens: a multiple of no shard count, so padding is exercised.
@@ -52,7 +53,7 @@ def loss(ffn):
 
 # Jitted once per shape and mesh, shared by the routing cases.
 ARGNUMS = (0, 2, 3, 4, 5)  # all but idx
-STATIC = ('mesh', 'capacity', 'exchange')
+STATIC = ('mesh', 'capacity', 'exchange', 'local_ffn')
 ref_ffn = jax.jit(reference.moe_ffn)
 ref_grad = jax.jit(jax.grad(loss(reference.moe_ffn), ARGNUMS))
 ep_ffn = jax.jit(expert.moe_ffn_ep, static_argnames=STATIC)
@@ -64,15 +65,15 @@ def ep_grad(*args, **kw):
                   ARGNUMS)(*args)
 
 
-def check_matches_reference(mesh, kind, exchange):
+def check_matches_reference(mesh, kind, exchange, local_ffn='ragged'):
   x, w0, w1, wo = weights()
   idx, gates = routing(kind)
   args = (x, idx, gates, w0, w1, wo)
-  y, dropped_frac = ep_ffn(*args, mesh=mesh, exchange=exchange)
+  kw = dict(mesh=mesh, exchange=exchange, local_ffn=local_ffn)
+  y, dropped_frac = ep_ffn(*args, **kw)
   np.testing.assert_allclose(y, ref_ffn(*args), atol=1e-5)
   assert float(dropped_frac) == 0.0
-  for got, want in zip(ep_grad(*args, mesh=mesh, exchange=exchange),
-                       ref_grad(*args)):
+  for got, want in zip(ep_grad(*args, **kw), ref_grad(*args)):
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
@@ -81,6 +82,31 @@ def check_matches_reference(mesh, kind, exchange):
 def test_dropless_matches_reference(mesh_name, kind):
   check_matches_reference(sharding.make_mesh(MESHES[mesh_name]), kind,
                           'padded')
+
+
+# Local experts by the Pallas kernels (interpret mode on CPU): the receive
+# buffer's empty rows are "no expert" rows of the kernel's routing. Several
+# row tiles per shard (tile_m = 8 in interpret mode; 40 receive rows).
+@pytest.mark.parametrize('kind', ['uniform', 'all_to_one'])
+def test_pallas_local_experts_match_reference(kind):
+  check_matches_reference(sharding.make_mesh(MESHES['data2_expert4']), kind,
+                          'padded', local_ffn='pallas')
+
+
+@pytest.mark.parametrize('kind', ['skewed', 'all_to_one'])
+def test_pallas_local_experts_split_over_tensor_match_reference(kind):
+  check_matches_reference(
+      sharding.make_mesh(MESHES['fsdp2_expert2_tensor2']), kind, 'padded',
+      local_ffn='pallas')
+
+
+def test_get_under_expert_mesh_picks_local_ffn():
+  mesh = sharding.make_mesh(MESHES['data2_expert4'])
+  for name, local_ffn in [('pallas', 'pallas'), ('ragged', 'ragged'),
+                          ('einsum', 'ragged'), ('reference', 'ragged')]:
+    fn = dispatch.get(name, mesh=mesh)
+    assert fn.func is dispatch.expert_parallel, name
+    assert fn.keywords['local_ffn'] == local_ffn, name
 
 
 @pytest.mark.skipif(ON_CPU, reason='XLA:CPU has no ragged-all-to-all')
@@ -156,3 +182,5 @@ def test_experts_must_divide_expert_axis():
     expert.moe_ffn_ep(x, idx % 6, gates, w0[:6], w1[:6], wo[:6], mesh=mesh)
   with pytest.raises(ConfigError, match='capacity=0'):
     expert.moe_ffn_ep(x, idx, gates, w0, w1, wo, mesh=mesh, capacity=0)
+  with pytest.raises(ConfigError, match="local_ffn='triton'"):
+    expert.moe_ffn_ep(x, idx, gates, w0, w1, wo, mesh=mesh, local_ffn='triton')
