@@ -24,6 +24,15 @@ _NT = (((1,), (1,)), ((), ()))
 _TN = (((0,), (0,)), ((), ()))
 
 
+def _compiler_params(b):
+  """Both kernels' grids: two independent output axes, then the axis they
+  accumulate over, which must run in order on one core."""
+  if b.interpret:
+    return None
+  return pltpu.CompilerParams(
+      dimension_semantics=('parallel', 'parallel', 'arbitrary'))
+
+
 def _gmm_kernel(group_ref, ntiles_ref, lhs_ref, rhs_ref, out_ref, acc_ref, *,
                 transpose_rhs, precision):
   del group_ref  # used by the index maps only
@@ -71,8 +80,7 @@ def gmm(lhs_RK, rhs, routing, b, transpose_rhs=False, out_dtype=None):
           (rows, n_dim), out_dtype or jnp.result_type(lhs_RK, rhs)),
       grid_spec=grid_spec,
       interpret=b.interpret,
-      compiler_params=None if b.interpret else pltpu.CompilerParams(
-          dimension_semantics=('parallel', 'parallel', 'arbitrary')),
+      compiler_params=_compiler_params(b),
       name='moe_gmm_tpu',
   )(routing.tile_group_M, routing.num_tiles, lhs_RK, rhs)
 
@@ -121,8 +129,7 @@ def tgmm(lhs_RK, dout_RN, routing, b, out_dtype):
       out_shape=jax.ShapeDtypeStruct((num_experts, k_dim, n_dim), out_dtype),
       grid_spec=grid_spec,
       interpret=b.interpret,
-      compiler_params=None if b.interpret else pltpu.CompilerParams(
-          dimension_semantics=('parallel', 'parallel', 'arbitrary')),
+      compiler_params=_compiler_params(b),
       name='moe_tgmm_tpu',
   )(routing.tile_group_M, routing.num_tiles, lhs_RK, dout_RN)
   return jnp.where(routing.counts_E[:, None, None] > 0, out_EKN, 0)
