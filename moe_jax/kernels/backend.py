@@ -58,6 +58,7 @@ class Backend:
       ) from None
 
   def __post_init__(self):
+    self.precision  # pylint: disable=pointless-statement  (checks the name)
     if self.interpret:
       return
     if self.kernels == 'mosaic' and self.tile_m % 8:
@@ -131,9 +132,7 @@ def resolve(backend=None, **overrides):
         f'(slow, exact) or moe.dispatch=\'ragged\'')
   overrides.setdefault('matmul_precision',
                        jax.config.jax_default_matmul_precision)
-  b = dataclasses.replace(_PRESETS[backend], **overrides)
-  b.precision  # pylint: disable=pointless-statement  (validates the name)
-  return b
+  return dataclasses.replace(_PRESETS[backend], **overrides)
 
 
 def compiler_params(b):
