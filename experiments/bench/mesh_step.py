@@ -31,7 +31,8 @@ from configs import common
 from moe_jax import sharding
 from moe_jax.errors import ConfigError
 from moe_jax.models import accounting
-from moe_jax.train import placement, program as program_lib
+from moe_jax.train import program as program_lib
+from moe_jax.workdir import placement
 
 FULL = dict(preset='10layer', vocab_size=32_000, seq_len=1024, batch_per_device=8,
             dtype='bfloat16', warmup=3, reps=20)

@@ -1,12 +1,37 @@
-"""Validation loss of a checkpoint: what `moe_jax.evaluate` prints."""
+"""Validation loss of a checkpoint: what `moe_jax.evaluate` prints, and the
+eval step the trainer runs at its eval steps."""
+import functools
 import os
 
 import jax
 
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
-from moe_jax.train import checkpoint, placement, program as program_lib
+from moe_jax.models import config as model_config, losses, transformer
 from moe_jax.upcycle import transition
+from moe_jax.workdir import checkpoint, placement
+
+
+def eval_step(params, batch, *, model):
+  """Summed cross-entropy and token count of one batch (sum, so batches add up)."""
+  logits, _ = model.apply({'params': params}, batch['inputs'], segment_ids=batch['segment_ids'],
+                          positions=batch['positions'], train=False)
+  ce, count = losses.cross_entropy(logits, batch['targets'], batch['loss_mask'])
+  return ce * count, count
+
+
+def jit_eval_step(model, param_shardings, batch_sharding):
+  return jax.jit(functools.partial(eval_step, model=model),
+                 in_shardings=(param_shardings, batch_sharding))
+
+
+def mean_loss(eval_fn, params, batches, batch_sharding):
+  """dict(val_loss, val_tokens): the token-weighted mean over `batches`."""
+  total, count = 0.0, 0.0
+  for batch in batches:
+    ce_sum, n = eval_fn(params, placement.put_batch(batch, batch_sharding))
+    total, count = total + float(ce_sum), count + float(n)
+  return dict(val_loss=total / max(count, 1.0), val_tokens=int(count))
 
 
 def evaluate_checkpoint(ckpt, config=None, num_batches=None):
@@ -28,10 +53,15 @@ def evaluate_checkpoint(ckpt, config=None, num_batches=None):
   tokenizer = pipeline.tokenizer_for(config, workdir)
   if not config.model.vocab_size:
     config.model.vocab_size = tokenizer.vocab_size
-  program = program_lib.build(config, placement.make_mesh(config.mesh))
-  params = manager.restore(step, program.abstract_state.params)['params']
+  mesh = placement.make_mesh(config.mesh)
+  model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+  abstract = transformer.abstract_params(model, config.seq_len)
+  shardings = placement.param_shardings(abstract, mesh, config.mesh)
+  batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
+  params = manager.restore(step, checkpoint.abstract_like(abstract, shardings))['params']
   manager.close()
   batches = pipeline.eval_batches(config, tokenizer, full=num_batches == 0)
-  result = program_lib.evaluate(program, params, batches)
+  eval_fn = placement.on_mesh(mesh, jit_eval_step(model, shardings, batch_sharding))
+  result = mean_loss(eval_fn, params, batches, batch_sharding)
   return dict(result, step=int(step), ckpt=os.path.join(directory, str(step)),
               devices=jax.device_count())

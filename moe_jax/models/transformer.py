@@ -10,6 +10,7 @@ k dense (the stacks of seed 000 Tables 6 and 7). `aux` holds the summed
 auxiliary loss and each MoE layer's router statistics (docs/internals.md).
 """
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from moe_jax.models import attention
@@ -76,3 +77,10 @@ class Transformer(nn.Module):
       logits_BLV = x_BLD @ w_DV.astype(dtype)
     logits_BLV = nn.with_logical_constraint(logits_BLV, ('batch', 'length', 'vocab'))
     return logits_BLV.astype(jnp.float32), aux
+
+
+def abstract_params(model, seq_len):
+  """The params tree as ShapeDtypeStructs: jax.eval_shape allocates nothing,
+  so this works for any model size."""
+  tokens = jnp.zeros((1, seq_len), jnp.int32)
+  return jax.eval_shape(lambda: model.init(jax.random.key(0), tokens)['params'])

@@ -1,39 +1,54 @@
 """Runs table rows from moe_jax workdirs (a sweep's output, for example).
 
-Each workdir holds config.json (the run's ConfigDict) and metrics.jsonl (one
-JSON object per logged step; eval steps carry `val_loss`). A row takes:
-  loss      the last val_loss, which must be logged at config.total_steps
-  N1        non-embedding parameters of the dense counterpart (moe.num_experts
-            = 0) of the model, or of the source model for an upcycled run
-  N2, N_total, P, n_expert, top_k   from moe_jax.models.accounting, for the
-            model at the end of the run (after an in-run upcycle, the grown one)
+A row is read from two files each run writes, never from the model code, so
+workdirs written by older or other code work as long as they hold the fields:
+  run.json       the trainer's record at start (moe_jax/workdir/run_record.py):
+                 tokens_per_step, total_steps, upcycle_step, and parameter
+                 counts of the model, the grown model and the source
+  metrics.jsonl  one JSON object per logged step; eval steps carry `val_loss`
+A row takes:
+  loss      the last val_loss, which must be logged at total_steps
+  N1        non-embedding parameters of the dense counterpart (experts removed)
+            of the model, or of the source model for an upcycled run
+  N2, N_total, P, n_expert, top_k   for the model at the end of the run
+            (after an in-run upcycle, the grown one)
   kind, D1, D2:
-    from scratch        dense | moe;  D1 = total_steps * batch_size * seq_len, D2 = 0
-    upcycle.step = tau  upcycled;     D1 = tau * batch * seq, D2 = (T - tau) * batch * seq
-    init_from = CKPT    upcycled;     D2 = this run's tokens, D1 = the source's
-    (or upcycle.source, as the upcycle CLI writes it)
-                        tokens (its step if CKPT is a step directory, else its
-                        total_steps) from the source's config.json.
+    from scratch        dense | moe;  D1 = total_steps * tokens_per_step, D2 = 0
+    upcycle_step = tau  upcycled;     D1 = tau * tokens_per_step, D2 = the rest
+    a source checkpoint upcycled;     D1 = the source's tokens at its step,
+    (init_from, or the  D2 = this run's tokens
+    upcycle CLI's --src)
 """
 import json
 import os
 
-import ml_collections
-
 from moe_jax.errors import ConfigError
-from moe_jax.models import accounting, config as model_config
-from moe_jax.upcycle import transition
 
 
-def _read_config(workdir):
-  path = os.path.join(workdir, 'config.json')
+def _read_json(path):
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except json.JSONDecodeError as e:
+    raise ConfigError(f'{path}: not JSON ({e.msg})') from None
+
+
+def _field(record, dotted, where):
+  """record['a']['b'] for 'a.b'; a missing field is a one-line error naming it."""
+  value = record
+  for part in dotted.split('.'):
+    if not isinstance(value, dict) or value.get(part) is None:
+      raise ConfigError(f'{where}: missing field {dotted!r}')
+    value = value[part]
+  return value
+
+
+def read_run(workdir):
+  """The workdir's run.json (see the module docstring)."""
+  path = os.path.join(workdir, 'run.json')
   if not os.path.isfile(path):
-    raise ConfigError(f'workdir {workdir}: no config.json')
-  with open(path) as f:
-    try:
-      return ml_collections.ConfigDict(json.load(f))
-    except json.JSONDecodeError as e:
-      raise ConfigError(f'{path}: not JSON ({e.msg})')
+    raise ConfigError(f'workdir {workdir}: no run.json (written by the trainer at start)')
+  return _read_json(path)
 
 
 def last_val_loss(workdir):
@@ -57,67 +72,33 @@ def last_val_loss(workdir):
   return last
 
 
-def _counts(config):
-  """(N1, N2, N_total): N1 from the dense counterpart (seed 002 eqs. 4-6)."""
-  # The vocabulary only sizes the embedding, which these counts leave out.
-  cfg = model_config.ModelConfig.from_config(config, vocab_size=1)
-  dense = config.copy_and_resolve_references()
-  dense.moe.num_experts = 0
-  dense_cfg = model_config.ModelConfig.from_config(dense, vocab_size=1)
-  c = accounting.counts(cfg)
-  return accounting.counts(dense_cfg).active_nonembed, c.active_nonembed, c.total_nonembed
-
-
-def _tokens(config, steps):
-  return float(steps) * config.batch_size * config.seq_len
-
-
-def _source_tokens(init_from):
-  """Tokens behind the checkpoint `init_from` (a workdir or a step directory)."""
-  path = os.path.abspath(os.path.expanduser(init_from))
-  if not os.path.exists(path):
-    raise ConfigError(f'init_from={init_from}: no such path')
-  step = int(os.path.basename(path)) if os.path.basename(path).isdigit() else None
-  workdir = path
-  for _ in range(3):   # a step directory sits in <workdir>/checkpoints/<step>
-    if os.path.isfile(os.path.join(workdir, 'config.json')):
-      break
-    workdir = os.path.dirname(workdir)
-  else:
-    raise ConfigError(f'init_from={init_from}: no config.json in it or its parents')
-  config = _read_config(workdir)
-  return config, _tokens(config, config.total_steps if step is None else step)
-
-
 def row(workdir):
   """One runs-table row (a dict with table.COLUMNS) for a workdir."""
-  config = _read_config(workdir)
-  for key in ('total_steps', 'batch_size', 'seq_len', 'model', 'moe'):
-    if key not in config:
-      raise ConfigError(f'{workdir}/config.json: missing key {key!r}')
+  run, where = read_run(workdir), f'{workdir}/run.json'
+  get = lambda key: _field(run, key, where)
+  total, tokens_per_step = get('total_steps'), get('tokens_per_step')
   step, loss = last_val_loss(workdir)
-  if step != config.total_steps:
+  if step != total:
     raise ConfigError(f'{workdir}: last val_loss is at step {step}, not total_steps='
-                      f'{config.total_steps} (unfinished run?)')
-  n1 = _counts(config)[0]
-  final = transition.config_at(config, config.total_steps)   # the grown model, if any
-  _, n2, n_total = _counts(final)
-  tau = config.get('upcycle', {}).get('step', 0)
-  init_from = config.get('init_from', '') or config.get('upcycle', {}).get('source', '')
-  if tau and init_from:
-    raise ConfigError(f'{workdir}: both a source checkpoint and upcycle.step are set; D1 is '
+                      f'{total} (unfinished run?)')
+  tau, source = run.get('upcycle_step') or 0, run.get('source')
+  final = get('grown') if tau else get('model')
+  n1 = get('model.dense_nonembed')
+  if tau and source:
+    raise ConfigError(f'{workdir}: both a source checkpoint and upcycle_step are set; D1 is '
                       'ambiguous')
   if tau:
-    kind, d1, d2 = 'upcycled', _tokens(config, tau), _tokens(config, config.total_steps - tau)
-  elif init_from:
-    source, d1 = _source_tokens(init_from)
-    n1 = _counts(source)[0]
-    kind, d2 = 'upcycled', _tokens(config, config.total_steps)
+    kind, d1, d2 = 'upcycled', float(tau * tokens_per_step), float((total - tau) * tokens_per_step)
+  elif source:
+    kind, d1, d2 = 'upcycled', float(get('source.tokens')), float(total * tokens_per_step)
+    n1 = get('source.model.dense_nonembed')
   else:
-    kind = 'moe' if config.moe.num_experts else 'dense'
-    d1, d2 = _tokens(config, config.total_steps), 0.0
+    kind = 'moe' if get('model.num_experts') else 'dense'
+    d1, d2 = float(total * tokens_per_step), 0.0
+  fget = lambda key: _field(final, key, f'{where} ({"grown" if tau else "model"})')
+  n2, n_total = fget('nonembed_active'), fget('nonembed')
   return {'kind': kind, 'N1': n1, 'N2': n2, 'N_total': n_total, 'D1': d1, 'D2': d2,
-          'P': n_total / n2, 'n_expert': final.moe.num_experts, 'top_k': final.moe.top_k,
+          'P': n_total / n2, 'n_expert': fget('num_experts'), 'top_k': fget('top_k'),
           'loss': loss, 'workdir': workdir}
 
 

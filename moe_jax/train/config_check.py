@@ -1,8 +1,8 @@
 """Checks of the run-level config keys, before anything is written."""
-import json
 import os
 
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import files
 
 _POSITIVE = ('total_steps', 'batch_size', 'seq_len', 'log_every_steps')
 _NON_NEGATIVE = ('eval_every_steps', 'eval_batches', 'checkpoint_every_steps')
@@ -15,15 +15,6 @@ _RANGES = (  # key, lower bound, upper bound (None: open), lower bound exclusive
     ('moe.z_loss_weight', 0.0, None, False), ('moe.bias_update_rate', 0.0, None, False),
     ('upcycle.step', 0, None, False),
 )
-# A workdir is refused when its saved config differs in a key that changes
-# parameter shapes, or the data stream a resumed run must continue exactly.
-SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.num_heads',
-              'model.num_kv_heads', 'model.head_dim', 'model.d_ff', 'model.tie_embeddings',
-              'moe.num_experts', 'moe.d_ff', 'moe.num_shared_experts', 'moe.every',
-              'moe.first_dense', 'moe.router', 'moe.use_bias', 'upcycle.step',
-              'upcycle.recipe', 'upcycle.factor')
-DATA_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.patterns', 'data.tokenizer',
-             'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed')
 
 
 def check_run(config):
@@ -34,7 +25,7 @@ def check_run(config):
     if not isinstance(config[key], int) or config[key] < 0:
       raise ConfigError(f'{key}={config[key]!r} must be a non-negative integer')
   for key, low, high, strict in _RANGES:
-    value = _get(config, key)
+    value = files.get(config, key)
     if value < low or (strict and value == low) or (high is not None and value > high):
       bound = f'> {low}' if strict else f'>= {low}' if high is None else f'in [{low}, {high}]'
       raise ConfigError(f'{key}={value!r} must be {bound}')
@@ -43,26 +34,3 @@ def check_run(config):
     raise ConfigError(f'moe.num_experts={experts} is not divisible by mesh.expert={shards}')
   if config.init_from and not os.path.exists(os.path.expanduser(config.init_from)):
     raise ConfigError(f'init_from={config.init_from!r} does not exist')
-
-
-def _get(config, dotted):
-  value = config
-  for part in dotted.split('.'):
-    value = value.get(part) if isinstance(value, dict) else value[part]
-  return value
-
-
-def check_workdir(config, workdir):
-  """Refuses a workdir whose saved config has other parameter shapes."""
-  path = os.path.join(workdir, 'config.json')
-  if not os.path.exists(path):
-    return
-  with open(path) as f:
-    saved = json.load(f)
-  for keys, what in ((SHAPE_KEYS, 'a model of another shape'),
-                     (DATA_KEYS, 'a run on another data stream')):
-    diffs = [f'{k}: workdir {_get(saved, k)!r} vs requested {_get(config, k)!r}'
-             for k in keys if _get(saved, k) != _get(config, k)]
-    if diffs:
-      raise ConfigError(f'workdir {workdir} holds {what} ({"; ".join(diffs)}); '
-                        'use a new --workdir')

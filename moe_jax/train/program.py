@@ -5,12 +5,16 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
 
+from moe_jax import sharding
+from moe_jax.eval import validation
 from moe_jax.models import transformer
 from moe_jax.models import config as model_config
-from moe_jax.train import checkpoint, optimizer, placement
+from moe_jax.train import optimizer
 from moe_jax.train import state as state_lib, step
 from moe_jax.upcycle import mapping, transition
+from moe_jax.workdir import checkpoint, placement
 
 
 @dataclasses.dataclass
@@ -30,11 +34,10 @@ class Program:
 def build(config, mesh, start_step=0):
   cfg = model_config.ModelConfig.from_config(config)
   model = transformer.Transformer(cfg)
-  tokens = jnp.zeros((1, config.seq_len), jnp.int32)
-  abstract_params = jax.eval_shape(lambda: model.init(jax.random.key(0), tokens)['params'])
+  abstract_params = transformer.abstract_params(model, config.seq_len)
   tx, lr_fn = optimizer.make(config.opt, config.total_steps, abstract_params, start_step)
   abstract_state = jax.eval_shape(lambda p: state_lib.create(p, tx), abstract_params)
-  state_shardings = placement.state_shardings(abstract_state, mesh, config.mesh)
+  state_shardings = _state_shardings(abstract_state, mesh, config.mesh)
   # Restores land on this mesh, whatever mesh wrote the checkpoint.
   abstract_state = checkpoint.abstract_like(abstract_state, state_shardings)
   batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
@@ -42,7 +45,18 @@ def build(config, mesh, start_step=0):
       config, model, tx, lr_fn, abstract_state, state_shardings, batch_sharding,
       placement.on_mesh(mesh, step.jit_train_step(model, tx, lr_fn, config, state_shardings,
                                                   batch_sharding)),
-      placement.on_mesh(mesh, step.jit_eval_step(model, state_shardings.params, batch_sharding)))
+      placement.on_mesh(mesh, validation.jit_eval_step(model, state_shardings.params,
+                                                       batch_sharding)))
+
+
+def _state_shardings(abstract_state, mesh, mesh_cfg):
+  """TrainState of shardings: params by the logical rules, optimizer state
+  mirroring them, the step replicated."""
+  params = placement.param_shardings(abstract_state.params, mesh, mesh_cfg)
+  opt_state = sharding.opt_state_shardings(abstract_state.opt_state, abstract_state.params,
+                                           params)
+  return abstract_state.replace(step=NamedSharding(mesh, P()), params=params,
+                                opt_state=opt_state)
 
 
 def init_state(program, seed):
@@ -69,11 +83,7 @@ def restore_state(program, manager, step_):
 
 
 def evaluate(program, params, batches):
-  total, count = 0.0, 0.0
-  for batch in batches:
-    ce_sum, n = program.eval_step(params, placement.put_batch(batch, program.batch_sharding))
-    total, count = total + float(ce_sum), count + float(n)
-  return dict(val_loss=total / max(count, 1.0), val_tokens=int(count))
+  return validation.mean_loss(program.eval_step, params, batches, program.batch_sharding)
 
 
 def upcycle(program, dst_config, state, mesh, score_batches=(), report_batches=()):

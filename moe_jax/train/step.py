@@ -1,12 +1,11 @@
-"""The jitted train step and eval step: pure functions of (state, batch)."""
+"""The jitted train step: a pure function of (state, batch)."""
 import functools
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from moe_jax.models import router
-from moe_jax.train import losses
+from moe_jax.models import losses, router
 
 
 def moe_metrics(aux):
@@ -53,21 +52,9 @@ def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate):
   return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
 
-def eval_step(params, batch, *, model):
-  """Summed cross-entropy and token count of one batch (sum, so batches add up)."""
-  logits, _ = _forward(model, params, batch, False)
-  ce, count = losses.cross_entropy(logits, batch['targets'], batch['loss_mask'])
-  return ce * count, count
-
-
 def jit_train_step(model, tx, lr_fn, config, state_shardings, batch_sharding):
   step = functools.partial(
       train_step, model=model, tx=tx, lr_fn=lr_fn, seed=config.seed,
       bias_update_rate=config.moe.bias_update_rate if config.moe.use_bias else 0.0)
   return jax.jit(step, in_shardings=(state_shardings, batch_sharding),
                  out_shardings=(state_shardings, None), donate_argnums=(0,))
-
-
-def jit_eval_step(model, param_shardings, batch_sharding):
-  return jax.jit(functools.partial(eval_step, model=model),
-                 in_shardings=(param_shardings, batch_sharding))

@@ -1,6 +1,5 @@
 """train_and_evaluate(config, workdir): the whole training run, importable from a
 notebook. `moe_jax.main` is only its command-line wrapper."""
-import json
 import os
 import signal
 import time
@@ -13,8 +12,9 @@ from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, NonFiniteLossError
 from moe_jax.models import accounting
 from moe_jax.models import config as model_config
-from moe_jax.train import checkpoint, config_check, metrics, placement, program as program_lib
+from moe_jax.train import config_check, metrics, program as program_lib
 from moe_jax.upcycle import transition
+from moe_jax.workdir import checkpoint, files, placement, run_record
 
 
 class _Preemption:
@@ -46,8 +46,15 @@ def _check_finite(pending):
 
 def _write_json(workdir, name, record):
   if jax.process_index() == 0:
-    with open(os.path.join(workdir, name), 'w') as f:
-      json.dump(record, f, indent=2)
+    files.write_json(os.path.join(workdir, name), record)
+
+
+def _source(config, workdir):
+  """The checkpoint this run started from (run.json `source`): as recorded at
+  its first start (the upcycle CLI records its --src in the workdir it
+  writes), else `init_from` or `upcycle.source`."""
+  recorded, ckpt = run_record.read_source(workdir), config.init_from or config.upcycle.source
+  return recorded or (run_record.source_info(ckpt) if ckpt else None)
 
 
 def _peek(config, tokenizer, train_it, num_batches):
@@ -76,7 +83,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   tokenizer = pipeline.tokenizer_for(config, workdir)
   if not config.model.vocab_size:
     config.model.vocab_size = tokenizer.vocab_size
-  config_check.check_workdir(config, workdir)
+  files.check_compatible(config, workdir)
   program = program_lib.build(config, mesh)   # validates the model config before any write
   tau = config.upcycle.step
   dst_config = transition.target_config(config) if tau else None
@@ -90,8 +97,10 @@ def train_and_evaluate(config, workdir, stop_at=None):
     init_params, _ = checkpoint.restore_params(config.init_from, checkpoint.abstract_like(
         program.abstract_state.params, program.state_shardings.params))
 
+  run_info = run_record.build(config, dst_config, _source(config, workdir))
   os.makedirs(workdir, exist_ok=True)
-  _write_json(workdir, 'config.json', config.to_dict())
+  _write_json(workdir, files.CONFIG, config.to_dict())
+  _write_json(workdir, files.RUN, run_info)
   manager = checkpoint.Manager.for_workdir(workdir, config.ckpt)
 
   start = manager.latest_step()

@@ -16,11 +16,10 @@ import os
 import shutil
 import tempfile
 
-from moe_jax import sharding
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
-from moe_jax.train import checkpoint, placement
 from moe_jax.upcycle import transition
+from moe_jax.workdir import checkpoint, files, placement, run_record
 
 
 def _paths(src, dst, overwrite):
@@ -60,10 +59,9 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
   config.upcycle.step = 0
   dst_config = transition.target_config(config)
   mesh = placement.make_mesh(config.mesh)
-  rules = sharding.rules_from_config(config.mesh)
 
   src_abstract = transition.abstract_params(config)
-  src_shardings = sharding.param_shardings(src_abstract, mesh, rules)
+  src_shardings = placement.param_shardings(src_abstract, mesh, config.mesh)
   params = manager.restore(step, checkpoint.abstract_like(src_abstract, src_shardings))['params']
   manager.close()
   dst_config.upcycle.source = os.path.join(src_dir, str(step))
@@ -81,7 +79,7 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
       it = pipeline.train_iterator(config, tokenizer)
       score_batches = [next(it) for _ in range(up.utility_batches)]
     dst_abstract = transition.abstract_params(dst_config)
-    dst_shardings = sharding.param_shardings(dst_abstract, mesh, rules)
+    dst_shardings = placement.param_shardings(dst_abstract, mesh, config.mesh)
     dst_params, recipe, scores = transition.apply(config, dst_config, params, score_batches,
                                                   dst_shardings)
     report_batches = pipeline.eval_batches(config, tokenizer)[:up.report_batches]
@@ -90,13 +88,12 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
     report = dict(report, source=dst_config.upcycle.source, recipe=recipe.describe(),
                   seed=up.seed)
 
-    with open(os.path.join(tmp, 'config.json'), 'w') as f:
-      f.write(dst_config.to_json_best_effort(indent=2))
-    with open(os.path.join(tmp, 'upcycle_report.json'), 'w') as f:
-      json.dump(report, f, indent=2)
+    files.write_config(tmp, dst_config)
+    files.write_json(os.path.join(tmp, 'upcycle_report.json'), report)
     if scores:
-      with open(os.path.join(tmp, 'upcycle_scores.json'), 'w') as f:
-        json.dump(scores, f, indent=2)
+      files.write_json(os.path.join(tmp, 'upcycle_scores.json'), scores)
+    run_record.write(tmp, run_record.build(dst_config, source=run_record.source_info(
+        dst_config.upcycle.source)))
     out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
     out.save(0, dst_params, meta=dict(upcycled_from=report['source'], recipe=up.recipe,
                                       seed=up.seed, config=json.loads(

@@ -12,8 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from moe_jax.errors import ConfigError
-from moe_jax.models import config as model_config, transformer
-from moe_jax.train import losses
+from moe_jax.models import config as model_config, losses, transformer
 from moe_jax.upcycle import layout, mapping, recipes, utility
 
 
@@ -22,8 +21,7 @@ def _model(config):
 
 
 def abstract_params(config):
-  tokens = jnp.zeros((1, config.seq_len), jnp.int32)
-  return jax.eval_shape(lambda: _model(config).init(jax.random.key(0), tokens)['params'])
+  return transformer.abstract_params(_model(config), config.seq_len)
 
 
 def _args(up):

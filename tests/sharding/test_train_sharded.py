@@ -15,7 +15,8 @@ from moe_jax.errors import ConfigError
 from moe_jax.kernels import reference
 from moe_jax.models import config as model_config, dispatch, moe
 from moe_jax.parallel import expert
-from moe_jax.train import placement, trainer
+from moe_jax.train import trainer
+from moe_jax.workdir import placement
 from tests.train import tiny
 
 MESHES = {

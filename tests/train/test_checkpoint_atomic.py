@@ -5,7 +5,8 @@ import sys
 
 import jax
 
-from moe_jax.train import checkpoint, trainer
+from moe_jax.train import trainer
+from moe_jax.workdir import checkpoint
 from tests.train import tiny
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -14,7 +15,8 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 # SIGKILLs itself while it is in flight.
 _KILL_DURING_SAVE = '''
 import os, signal
-from moe_jax.train import checkpoint, trainer
+from moe_jax.train import trainer
+from moe_jax.workdir import checkpoint
 from tests.train import tiny
 save = checkpoint.Manager.save
 def save_then_die(self, step, *args, **kwargs):

@@ -4,7 +4,8 @@ import os
 import pytest
 
 from moe_jax.errors import NonFiniteLossError
-from moe_jax.train import checkpoint, trainer
+from moe_jax.train import trainer
+from moe_jax.workdir import checkpoint
 from tests.train import tiny
 
 

@@ -9,7 +9,8 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 # Sends itself SIGTERM while step 4 is running (when its batch is placed).
 _TERM_AT_STEP_4 = '''
 import os, signal
-from moe_jax.train import placement, trainer
+from moe_jax.train import trainer
+from moe_jax.workdir import placement
 from tests.train import tiny
 put, calls = placement.put_batch, []
 def put_then_term(*args):

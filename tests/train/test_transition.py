@@ -10,7 +10,8 @@ import pytest
 
 from moe_jax.errors import ConfigError
 from moe_jax.eval import validation
-from moe_jax.train import checkpoint, trainer
+from moe_jax.train import trainer
+from moe_jax.workdir import checkpoint
 from tests.train import tiny
 
 

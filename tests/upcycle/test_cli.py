@@ -11,6 +11,7 @@ import pytest
 from configs.upcycle import dense_to_moe, expand_experts
 from moe_jax.errors import ConfigError
 from moe_jax.eval import validation
+from moe_jax.scaling_laws import collect
 from moe_jax.train import trainer
 from moe_jax.upcycle import run, transition
 from tests.train import tiny
@@ -47,14 +48,19 @@ def test_dense_to_moe_cli_is_exact_and_leaves_src_alone(dense_workdir, tmp_path)
   assert report['max_abs_dlogits'] < 1e-5
   assert report['loss_after'] == pytest.approx(report['loss_before'], abs=1e-5)
   assert _digest(dense_workdir) == before
-  assert sorted(os.listdir(dst)) == ['checkpoints', 'config.json', 'upcycle_report.json']
+  assert sorted(os.listdir(dst)) == ['checkpoints', 'config.json', 'run.json',
+                                     'upcycle_report.json']
   # The grown workdir evaluates to the reported loss and trains on.
   result = validation.evaluate_checkpoint(dst)
   assert result['step'] == 0 and result['val_loss'] == pytest.approx(report['loss_after'],
                                                                      abs=1e-4)
-  grown = tiny.config(**{'moe.num_experts': 4, 'total_steps': 2, 'eval_every_steps': 0})
-  grown.upcycle.source = report['source']
-  trainer.train_and_evaluate(grown, dst)
+  # The README's flow: train the grown workdir with a config that knows nothing
+  # of its source; run.json keeps the source, so collect sees an upcycled run.
+  trainer.train_and_evaluate(tiny.config(**{'moe.num_experts': 4, 'total_steps': 2,
+                                            'eval_every_steps': 2}), dst)
+  row = collect.row(dst)
+  assert (row['kind'], row['D1'], row['D2']) == ('upcycled', 2 * 8 * 32, 2 * 8 * 32)
+  assert row['N1'] == collect.row(dense_workdir)['N1'] and row['n_expert'] == 4
 
 
 @pytest.fixture(scope='module')

@@ -9,15 +9,14 @@ then starts both fresh).
 Orbax writes each step to a temporary directory and renames it on commit, so a
 step directory is complete or absent; a crash mid-save leaves the previous one.
 """
-import json
 import os
 
 import jax
-import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
 
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import files
 
 CHECKPOINTS = 'checkpoints'
 
@@ -44,11 +43,10 @@ def resolve(path):
 def workdir_config(ckpt):
   """The config a checkpoint was trained with (its workdir's config.json)."""
   directory, _ = resolve(ckpt)
-  path = os.path.join(os.path.dirname(directory), 'config.json')
+  path = os.path.join(os.path.dirname(directory), files.CONFIG)
   if not os.path.exists(path):
     raise ConfigError(f'{path} is missing: pass --config for checkpoint {ckpt}')
-  with open(path) as f:
-    return ml_collections.ConfigDict(json.load(f))
+  return files.read_config(os.path.dirname(directory))
 
 
 class Manager:

@@ -1,8 +1,9 @@
-"""Where the train state and batches live on the mesh (rules in moe_jax/sharding.py)."""
+"""The run's device mesh and where batches and params live on it (rules in
+moe_jax/sharding.py). Training, evaluation and upcycling all place arrays
+through here."""
 import functools
 
 import jax
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 from moe_jax import sharding
 from moe_jax.errors import ConfigError
@@ -40,17 +41,6 @@ def on_mesh(mesh, fn):
   return wrapped
 
 
-def state_shardings(abstract_state, mesh, mesh_cfg):
-  """TrainState of shardings: params by the logical rules, optimizer state
-  mirroring them, the step replicated."""
-  rules = sharding.rules_from_config(mesh_cfg)
-  params = sharding.param_shardings(abstract_state.params, mesh, rules)
-  opt_state = sharding.opt_state_shardings(abstract_state.opt_state, abstract_state.params,
-                                           params)
-  return abstract_state.replace(step=NamedSharding(mesh, P()), params=params,
-                                opt_state=opt_state)
-
-
 def batch_sharding(mesh, mesh_cfg, batch_size=None):
   """Batch split over the token-splitting mesh axes; a batch size that does not
   divide is a ConfigError."""
@@ -61,3 +51,8 @@ def put_batch(local_batch, batch_sharding_):
   """Global arrays from each process' slice of the batch (multi-host safe)."""
   return jax.tree.map(
       lambda x: jax.make_array_from_process_local_data(batch_sharding_, x), local_batch)
+
+
+def param_shardings(abstract_params, mesh, mesh_cfg):
+  """Params by the logical-axis rules of `mesh_cfg`."""
+  return sharding.param_shardings(abstract_params, mesh, sharding.rules_from_config(mesh_cfg))

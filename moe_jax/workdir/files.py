@@ -1,0 +1,103 @@
+"""The small JSON files of a workdir, written atomically and read with
+one-line errors.
+
+  config.json  the resolved training config (the trainer, the upcycle CLI)
+  run.json     what a run is, for tools that must not import the model:
+               parameter counts, FLOPs per token, tokens per step (written by
+               the trainer at start; scaling_laws/collect reads it)
+
+A write goes to a temporary file in the same directory, is flushed to disk and
+renamed over the target, so a reader sees the old file or the new one, never a
+torn one, whenever the writer is killed.
+"""
+import json
+import os
+import tempfile
+
+import ml_collections
+
+from moe_jax.errors import ConfigError
+
+CONFIG = 'config.json'
+RUN = 'run.json'
+
+
+def write_text(path, text):
+  """Atomically replaces `path` with `text`."""
+  directory = os.path.dirname(os.path.abspath(path))
+  fd, tmp = tempfile.mkstemp(prefix=f'.{os.path.basename(path)}.', suffix='.tmp', dir=directory)
+  try:
+    with os.fdopen(fd, 'w') as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+
+
+def write_json(path, record):
+  write_text(path, json.dumps(record, indent=2) + '\n')
+
+
+def read_json(path):
+  """The JSON object at `path`; a missing, unreadable or malformed file is a
+  one-line ConfigError naming it."""
+  try:
+    with open(path) as f:
+      record = json.load(f)
+  except FileNotFoundError:
+    raise ConfigError(f'{path} is missing') from None
+  except (OSError, UnicodeDecodeError) as e:
+    raise ConfigError(f'{path}: cannot read ({e})') from None
+  except json.JSONDecodeError as e:
+    raise ConfigError(f'{path}: not JSON ({e.msg} at line {e.lineno})') from None
+  if not isinstance(record, dict):
+    raise ConfigError(f'{path}: expected a JSON object, got {type(record).__name__}')
+  return record
+
+
+def read_config(workdir):
+  """The ConfigDict saved in `workdir`/config.json."""
+  return ml_collections.ConfigDict(read_json(os.path.join(workdir, CONFIG)))
+
+
+def write_config(workdir, config):
+  write_text(os.path.join(workdir, CONFIG), config.to_json_best_effort(indent=2) + '\n')
+
+
+# A workdir is refused when its saved config differs in a key that changes
+# parameter shapes, or the data stream a resumed run must continue exactly.
+SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.num_heads',
+              'model.num_kv_heads', 'model.head_dim', 'model.d_ff', 'model.tie_embeddings',
+              'moe.num_experts', 'moe.d_ff', 'moe.num_shared_experts', 'moe.every',
+              'moe.first_dense', 'moe.router', 'moe.use_bias', 'upcycle.step',
+              'upcycle.recipe', 'upcycle.factor')
+DATA_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.patterns', 'data.tokenizer',
+             'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed')
+
+
+def get(config, dotted):
+  """config['a']['b'] for 'a.b', on a ConfigDict or a plain dict."""
+  value = config
+  for part in dotted.split('.'):
+    value = value.get(part) if isinstance(value, dict) else value[part]
+  return value
+
+
+def check_compatible(config, workdir):
+  """Refuses a workdir whose saved config has other parameter shapes or
+  another data stream than `config`."""
+  path = os.path.join(workdir, CONFIG)
+  if not os.path.exists(path):
+    return
+  saved = read_json(path)
+  for keys, what in ((SHAPE_KEYS, 'a model of another shape'),
+                     (DATA_KEYS, 'a run on another data stream')):
+    diffs = [f'{k}: workdir {get(saved, k)!r} vs requested {get(config, k)!r}'
+             for k in keys if get(saved, k) != get(config, k)]
+    if diffs:
+      raise ConfigError(f'workdir {workdir} holds {what} ({"; ".join(diffs)}); '
+                        'use a new --workdir')

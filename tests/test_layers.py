@@ -1,0 +1,98 @@
+"""The import graph points down (docs/internals.md, "Layers"): each package of
+moe_jax imports only the packages below it. Read from the source (every
+import statement, also inside functions), so the rule holds without running
+any of it."""
+import ast
+import os
+
+import pytest
+
+_PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'moe_jax')
+
+# What each part of moe_jax may import of moe_jax, bottom up. Entry points
+# (main.py, evaluate.py, cli.py, ...) and train/ sit on top and are free.
+ALLOWED = {
+    'errors': set(),
+    'kernels': {'errors'},
+    'sharding': {'errors'},
+    'parallel': {'errors', 'kernels', 'sharding'},
+    'models': {'errors', 'kernels', 'sharding', 'parallel'},
+    'data': {'errors'},
+    'workdir': {'errors', 'sharding', 'models'},
+    'upcycle': {'errors', 'sharding', 'models', 'data', 'workdir'},
+    'eval': {'errors', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
+    'interop': {'errors', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
+    'scaling_laws': {'errors'},
+}
+
+
+def _part(module):
+  """'moe_jax.models.moe' -> 'models'; 'moe_jax.sharding' -> 'sharding'."""
+  parts = module.split('.')
+  return parts[1] if len(parts) > 1 else ''
+
+
+def _imports(path, module):
+  """Every moe_jax module the file at `path` (module name `module`) imports."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  package = module.rsplit('.', 1)[0] if not path.endswith('__init__.py') else module
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      yield from (alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ''
+      if node.level:   # relative: resolve against this file's package
+        anchor = package.split('.')[:len(package.split('.')) - node.level + 1]
+        base = '.'.join(anchor + ([base] if base else []))
+      yield base
+      yield from (f'{base}.{alias.name}' for alias in node.names)
+
+
+def _modules(part):
+  root = os.path.join(_PACKAGE, part)
+  if os.path.isfile(root + '.py'):
+    yield root + '.py', f'moe_jax.{part}'
+    return
+  for directory, _, names in os.walk(root):
+    for name in sorted(names):
+      if name.endswith('.py'):
+        rel = os.path.relpath(os.path.join(directory, name[:-3]), _PACKAGE)
+        yield os.path.join(directory, name), 'moe_jax.' + rel.replace(os.sep, '.')
+
+
+def _is_part(name):
+  return name and os.path.isdir(os.path.join(_PACKAGE, name)) or os.path.isfile(
+      os.path.join(_PACKAGE, name + '.py'))
+
+
+@pytest.mark.parametrize('part', sorted(ALLOWED))
+def test_imports_point_down(part):
+  bad = set()
+  for path, module in _modules(part):
+    # A package's command line (__main__.py) may also use the shared CLI helpers.
+    allowed = ALLOWED[part] | {part} | ({'cli'} if path.endswith('__main__.py') else set())
+    for name in _imports(path, module):
+      if name.split('.')[0] != 'moe_jax':
+        continue
+      other = _part(name)
+      if _is_part(other) and other not in allowed:
+        bad.add(f'{os.path.relpath(path, _PACKAGE)} imports {name}')
+  assert not bad, sorted(bad)
+
+
+def test_the_rule_sees_a_violation(tmp_path):
+  """The parser catches absolute, from- and function-level imports alike."""
+  path = tmp_path / 'x.py'
+  path.write_text('import moe_jax.train.trainer\n'
+                  'def f():\n  from moe_jax.train import checkpoint\n'
+                  'from moe_jax import eval as e\n')
+  got = set(_imports(str(path), 'moe_jax.upcycle.x'))
+  assert {'moe_jax.train.trainer', 'moe_jax.train', 'moe_jax.eval'} <= got
+
+
+def test_every_package_has_a_rule():
+  """A new package gets a row in ALLOWED (or is an entry point on top)."""
+  on_top = {'train', '__pycache__'}
+  packages = {n for n in os.listdir(_PACKAGE) if os.path.isdir(os.path.join(_PACKAGE, n))}
+  assert packages - on_top <= set(ALLOWED), sorted(packages - on_top - set(ALLOWED))
