@@ -1,0 +1,27 @@
+r"""One run of a launched sweep (what both backends start, once per run).
+
+  python -m experiments.run --workdir=SWEEP_DIR --run=NAME
+
+Its output goes to SWEEP_DIR/NAME/log.txt; see experiments/runner.py.
+"""
+import os
+import sys
+
+from absl import app, flags
+
+from experiments import runner
+from moe_jax import cli
+
+_WORKDIR = flags.DEFINE_string('workdir', None, 'The sweep directory (holds sweep.json).')
+_RUN = flags.DEFINE_string('run', None, 'The name of the run.')
+flags.mark_flags_as_required(['workdir', 'run'])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  sys.exit(cli.run_reporting_errors(runner.execute, os.path.abspath(_WORKDIR.value), _RUN.value))
+
+
+if __name__ == '__main__':
+  cli.run_app(main)

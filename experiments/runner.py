@@ -1,0 +1,197 @@
+r"""One run of a launched sweep: its commands, its status, and running it.
+
+`python -m experiments.run --workdir=SWEEP_DIR --run=NAME` (what both backends
+start, once per run) calls `execute`: it runs the run's commands as child
+processes, `python -m moe_jax.upcycle` first when the run is grown from
+another run's checkpoint (and its directory has no checkpoint yet), then
+`python -m moe_jax.main`, which resumes from the newest checkpoint.
+Everything, its own messages included, goes to RUN/log.txt. RUN/status.json
+says where the run stands: `state` (running | done | failed | interrupted),
+`attempts`, `wall_s` (summed over attempts), `pid`. `done` is written only
+after every command exited 0; a relaunch skips done runs. SIGTERM or SIGINT
+is passed on to the running command as SIGTERM (the trainer saves a
+checkpoint and exits); then it exits with 128 + the signal number.
+"""
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from experiments import hyper, sweep
+from moe_jax.errors import ConfigError
+
+LOG_FILE, STATUS_FILE = 'log.txt', 'status.json'
+_STAGING = '.upcycle'   # the upcycle CLI writes here; its output then moves into the run
+
+
+def commands(sweep_dir, config_spec, name, overrides):
+  """[(stage, argv)]: the training command, after the upcycle command of a grown run."""
+  run_dir = os.path.join(sweep_dir, name)
+  train = [sys.executable, '-m', 'moe_jax.main', f'--config={config_spec}', f'--workdir={run_dir}']
+  train += [sweep.flag(k, sweep.resolve(v, sweep_dir)) for k, v in overrides.items()
+            if k.startswith('config.')]
+  if hyper.UPCYCLE_CONFIG not in overrides:
+    return [('train', train)]
+  path, colon, arg = overrides[hyper.UPCYCLE_CONFIG].partition(':')
+  grow = [sys.executable, '-m', 'moe_jax.upcycle',
+          f'--config={os.path.abspath(os.path.expanduser(path))}{colon}{arg}',
+          f'--src={sweep.resolve(overrides[hyper.UPCYCLE_SRC], sweep_dir)}',
+          f'--dst={os.path.join(run_dir, _STAGING, "dst")}']
+  return [('upcycle', grow), ('train', train)]
+
+
+def status(run_dir):
+  return sweep.read_json(os.path.join(run_dir, STATUS_FILE), {})
+
+
+def driver_argv(sweep_dir, name):
+  """The command a backend starts for one run."""
+  return [sys.executable, '-m', 'experiments.run', f'--workdir={sweep_dir}', f'--run={name}']
+
+
+def attempts(sweep_dir, name):
+  return status(os.path.join(sweep_dir, name)).get('attempts', 0)
+
+
+def outcome(sweep_dir, name, attempts_before):
+  """done | failed | interrupted, from the status the run's process wrote."""
+  record = status(os.path.join(sweep_dir, name))
+  if record.get('attempts', 0) <= attempts_before or record.get('state') == 'running':
+    return 'failed'   # it died before writing its status, or while running
+  return record['state']
+
+
+def blocked(run, ended):
+  """A parent of `run` ended (in this launch) without finishing."""
+  return any(p in ended and ended[p] != 'done' for p in run.parents)
+
+
+def ready(run, ended, todo):
+  """Every parent is done: before this launch (not in `todo`), or in it."""
+  return all(p not in todo or ended.get(p) == 'done' for p in run.parents)
+
+
+def check_sources(sweep_dir, name, overrides, parents):
+  """Every run this one starts from finished, and every path it names exists."""
+  for parent in parents:
+    state = status(os.path.join(sweep_dir, parent)).get('state', 'not started')
+    if state != 'done':
+      raise ConfigError(f'run {name!r} starts from run {parent!r}, which is not done ({state})')
+  for key, value in overrides.items():
+    path = sweep.resolve(value, sweep_dir)
+    if path != value and not os.path.exists(path):
+      raise ConfigError(f'{key}={path} of run {name!r} does not exist: its run no longer keeps '
+                        'that checkpoint (keep it with config.ckpt.keep_every)')
+
+
+class _Forward:
+  """SIGTERM / SIGINT -> SIGTERM to the running child; no new child starts."""
+
+  def __init__(self):
+    self.signum, self.child = None, None
+    for s in (signal.SIGTERM, signal.SIGINT):
+      signal.signal(s, self._handle)
+
+  def _handle(self, signum, _):
+    self.signum = signum
+    if self.child is not None:
+      self.child.send_signal(signal.SIGTERM)
+
+  def call(self, argv, log):
+    # A new session: a terminal's Ctrl-C reaches the launcher only, which asks politely.
+    self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    if self.signum is not None:   # arrived while it was starting
+      self.child.send_signal(signal.SIGTERM)
+    code = self.child.wait()
+    self.child = None
+    return 128 - code if code < 0 else code   # killed by a signal: the shell's convention
+
+
+def _resume(step_dir, run_dir):
+  """Copies another run's checkpoint (and tokenizer) into the run, where the
+  trainer resumes from it. Files are hard links where the filesystem allows:
+  checkpoints are never written again, and pruning one link keeps the other."""
+  staging = os.path.join(run_dir, _STAGING)
+  shutil.rmtree(staging, ignore_errors=True)
+  tokenizer = os.path.join(os.path.dirname(os.path.dirname(step_dir)), 'tokenizer.json')
+  if os.path.exists(tokenizer):
+    shutil.copy(tokenizer, run_dir)
+  shutil.copytree(step_dir, os.path.join(staging, 'checkpoints', os.path.basename(step_dir)),
+                  copy_function=_link_or_copy)
+  os.replace(os.path.join(staging, 'checkpoints'), os.path.join(run_dir, 'checkpoints'))
+  shutil.rmtree(staging)
+
+
+def _link_or_copy(src, dst):
+  try:
+    os.link(src, dst)
+  except OSError:
+    shutil.copy2(src, dst)
+
+
+def _graft(grown, run_dir):
+  """Moves a grown workdir into the run directory, checkpoints/ last: once the
+  run has checkpoints/, it holds the whole grown model."""
+  for entry in sorted(os.listdir(grown), key=lambda e: e == 'checkpoints'):
+    target = os.path.join(run_dir, entry)
+    if os.path.isdir(target) and entry != 'checkpoints':   # left by an interrupted graft
+      shutil.rmtree(target)
+    os.replace(os.path.join(grown, entry), target)
+  shutil.rmtree(os.path.dirname(grown))
+
+
+def execute(sweep_dir, name):
+  """Runs one run to its end; returns the exit status."""
+  spec = sweep.read(sweep_dir)
+  entry = next((r for r in spec['runs'] if r['name'] == name), None)
+  if entry is None:
+    raise ConfigError(f'{sweep_dir}/{sweep.SWEEP_FILE} has no run {name!r}')
+  run_dir = os.path.join(sweep_dir, name)
+  stages = commands(sweep_dir, spec['config'], name, entry['overrides'])
+  log = open(os.path.join(run_dir, LOG_FILE), 'a')  # pylint: disable=consider-using-with
+  for fd in (1, 2):   # our own messages and tracebacks go to the log too
+    os.dup2(log.fileno(), fd)
+  forward = _Forward()   # before the pid is published: a SIGTERM from then on is passed on
+  previous = status(run_dir)
+  record = dict(state='running', attempts=previous.get('attempts', 0) + 1,
+                wall_s=previous.get('wall_s', 0.0), pid=os.getpid(), started=time.time())
+  sweep.write_json(os.path.join(run_dir, STATUS_FILE), record)
+  print(f'== attempt {record["attempts"]}, {time.strftime("%Y-%m-%d %H:%M:%S")}', flush=True)
+  code, t0 = 0, time.time()
+  try:
+    check_sources(sweep_dir, name, entry['overrides'], entry['parents'])
+    started = os.path.isdir(os.path.join(run_dir, 'checkpoints'))   # on an earlier attempt
+    if hyper.RESUME_FROM in entry['overrides'] and not started:
+      step_dir = sweep.resolve(entry['overrides'][hyper.RESUME_FROM], sweep_dir)
+      print(f'resuming from {step_dir}', flush=True)
+      _resume(step_dir, run_dir)
+    for stage, argv in stages:
+      if forward.signum is not None:
+        break
+      if stage == 'upcycle':
+        if started:
+          continue
+        shutil.rmtree(os.path.join(run_dir, _STAGING), ignore_errors=True)
+        os.makedirs(os.path.join(run_dir, _STAGING))
+      print(f'$ {shlex.join(argv)}', flush=True)
+      code = forward.call(argv, log)
+      if code or forward.signum is not None:
+        break
+      if stage == 'upcycle':
+        _graft(os.path.join(run_dir, _STAGING, 'dst'), run_dir)
+  except ConfigError as e:
+    print(f'error: {e}', flush=True)
+    code = 2
+  if forward.signum is not None:
+    state, code = 'interrupted', 128 + forward.signum
+  else:
+    state = 'failed' if code else 'done'
+  record.update(state=state, exit_code=code, ended=time.time(),
+                wall_s=record['wall_s'] + time.time() - t0)
+  sweep.write_json(os.path.join(run_dir, STATUS_FILE), record)
+  print(f'== {state} (exit {code})', flush=True)
+  return code
