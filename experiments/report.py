@@ -1,0 +1,194 @@
+r"""A sweep's runs side by side: one table and a few plots, also while they run.
+
+  python -m experiments.report --workdir=DIR [--metric=val_loss] [--by=KEY ...]
+
+writes DIR/report.md (and prints it) and DIR/plots/*.png: loss curves of all
+runs on one axis, and per MoE run a heatmap of expert load per layer over
+steps. DIR is a launched sweep (DIR/sweep.json) or any directory of workdirs.
+From Python (a notebook, a study's own analysis):
+
+  from experiments import report
+  runs = report.load_runs(DIR)        # one dict per run (keys: see load_runs)
+  text = report.write(DIR)            # report.md + plots; returns the markdown
+"""
+import json
+import os
+import time
+
+from absl import app, flags
+
+from experiments import hyper, plots, runner, sweep
+from moe_jax import cli
+from moe_jax.errors import ConfigError
+
+REPORT_FILE, PLOTS_DIR = 'report.md', 'plots'
+
+
+def load_runs(sweep_dir):
+  """One dict per run, in the sweep's order:
+
+    name, state (not started | running | done | failed | interrupted),
+    overrides (the sweep point), parents, config (config.json, or None before
+    the run wrote it), metrics (metrics.jsonl rows), step (last logged),
+    total_steps, tokens (trained by this run: its steps * batch_size * seq_len),
+    tokens_total (with the tokens of the runs it started from, up to the step
+    it started from), start_step (where its step 0 lies on the sweep's common
+    step axis: the step it grew from), wall_s, upcycle (upcycle_report.json, or
+    None), upcycle_jump (loss after - loss before the transition).
+  """
+  if not os.path.isdir(sweep_dir):
+    raise ConfigError(f'--workdir={sweep_dir} is not a directory')
+  saved = sweep.read_json(os.path.join(sweep_dir, sweep.SWEEP_FILE))
+  entries = saved['runs'] if saved else [
+      dict(name=n, overrides={}, parents=[]) for n in sorted(os.listdir(sweep_dir))
+      if os.path.exists(os.path.join(sweep_dir, n, 'config.json'))]
+  runs, prefix = {}, {}   # prefix: tokens trained before the run's step 0, on its lineage
+  for e in entries:
+    run = _load_run(os.path.join(sweep_dir, e['name']), e)
+    prefix[run['name']] = 0
+    start = _start(e['overrides'])
+    if start and start[1] in runs:
+      key, parent, step = start[0], runs[start[1]], start[2]
+      step = (parent['total_steps'] or 0) if step is None else step
+      if key == hyper.RESUME_FROM:   # it counts steps on from the parent's step 0
+        prefix[run['name']] = prefix[parent['name']]
+        run['start_step'] = parent['start_step']
+        run['tokens'] = max(run['step'] - step, 0) * run['tokens_per_step']
+      else:
+        prefix[run['name']] = prefix[parent['name']] + step * parent['tokens_per_step']
+        run['start_step'] = parent['start_step'] + step
+    run['tokens_total'] = prefix[run['name']] + run['step'] * run['tokens_per_step']
+    runs[run['name']] = run
+  return list(runs.values())
+
+
+def table(runs, metric='val_loss', by=()):
+  """(header, rows) of the report: the override columns (`by`, default the keys
+  that vary), then state, progress, final and best `metric`, tokens, wall time
+  and the upcycle loss jump. With `by`, rows are sorted by those keys."""
+  keys = _columns(runs, by)
+  short = sweep.labels(keys)
+  header = (['run'] + [short[k] for k in keys] +
+            ['state', 'progress', metric, f'best {metric}', 'tokens', 'wall', 'upcycle jump'])
+  if by:
+    runs = sorted(runs, key=lambda r: [repr(r['overrides'].get(k)) for k in keys])
+  rows = []
+  for r in runs:
+    values = [row[metric] for row in r['metrics'] if metric in row]
+    rows.append([r['name']] + [sweep.short(r['overrides'].get(k, '')) for k in keys] + [
+        r['state'], f'{r["step"]}/{r["total_steps"] or "?"}',
+        _cell(values[-1] if values else ''), _cell(min(values) if values else ''),
+        _tokens(r['tokens'], r['tokens_total']), _duration(r['wall_s']),
+        _cell('' if r['upcycle_jump'] is None else r['upcycle_jump'], signed=True)])
+  return header, rows
+
+
+def markdown(header, rows):
+  widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+  line = lambda cells: '| ' + ' | '.join(str(c).ljust(w) for c, w in zip(cells, widths)) + ' |'
+  return '\n'.join([line(header), line(['-' * w for w in widths])] + [line(r) for r in rows])
+
+
+def write(sweep_dir, metric='val_loss', by=()):
+  """Writes report.md and plots/*.png into `sweep_dir`; returns the markdown."""
+  runs = load_runs(sweep_dir)
+  text = markdown(*table(runs, metric, by))
+  curves_dir = os.path.join(sweep_dir, PLOTS_DIR)
+  os.makedirs(curves_dir, exist_ok=True)
+  pngs = [plots.loss_curves(runs, metric, os.path.join(curves_dir, 'loss.png'))]
+  pngs += [plots.expert_load(r, os.path.join(curves_dir, f'load_{r["name"]}.png'))
+           for r in runs if plots.has_load(r)]
+  text = (f'# {os.path.basename(sweep_dir.rstrip("/"))}: {len(runs)} runs, '
+          f'{time.strftime("%Y-%m-%d %H:%M")}\n\n{text}\n\n' +
+          '\n'.join(f'![{os.path.basename(p)}]({PLOTS_DIR}/{os.path.basename(p)})' for p in pngs)
+          + '\n')
+  tmp = os.path.join(sweep_dir, f'{REPORT_FILE}.tmp-{os.getpid()}')
+  with open(tmp, 'w') as f:
+    f.write(text)
+  os.replace(tmp, os.path.join(sweep_dir, REPORT_FILE))
+  return text
+
+
+def _load_run(run_dir, entry):
+  config = sweep.read_json(os.path.join(run_dir, 'config.json'))
+  metrics = []
+  if os.path.exists(os.path.join(run_dir, 'metrics.jsonl')):
+    with open(os.path.join(run_dir, 'metrics.jsonl')) as f:
+      for line in f:
+        try:
+          metrics.append(json.loads(line))
+        except json.JSONDecodeError:   # a line being written right now
+          break
+  status = runner.status(run_dir)
+  wall = status.get('wall_s', 0.0)
+  if status.get('state') == 'running':
+    wall += time.time() - status.get('started', time.time())
+  step = metrics[-1]['step'] if metrics else 0
+  per_step = config['batch_size'] * config['seq_len'] if config else 0
+  up = sweep.read_json(os.path.join(run_dir, 'upcycle_report.json'))
+  return dict(
+      name=entry['name'], state=status.get('state', 'not started'),
+      overrides=entry['overrides'], parents=entry['parents'], config=config, metrics=metrics,
+      step=step, total_steps=config['total_steps'] if config else None,
+      tokens=step * per_step, tokens_per_step=per_step,
+      start_step=0, wall_s=wall if status else None, upcycle=up,
+      upcycle_jump=up['loss_after'] - up['loss_before'] if up else None)
+
+
+def _start(overrides):
+  """(key, parent, step or None) of another run's checkpoint this run starts from."""
+  for key in (hyper.UPCYCLE_SRC, hyper.RESUME_FROM, 'config.init_from'):
+    match = sweep.REF.match(str(overrides.get(key, '')))
+    if match:
+      rest = overrides[key][match.end():].strip('/').split('/')
+      step = int(rest[1]) if len(rest) == 2 and rest[1].isdigit() else None
+      return key, match.group(1), step
+  return None
+
+
+def _columns(runs, by):
+  keys = [k for k in sweep.varying([r['overrides'] for r in runs]) if k != 'name']
+  if not by:
+    return keys
+  known = {k: k for r in runs for k in r['overrides']}
+  known.update({v: k for k, v in sweep.labels(list(known)).items()})
+  unknown = [b for b in by if b not in known]
+  if unknown:
+    raise ConfigError(f'--by={",".join(unknown)} is not a key of the sweep (keys: '
+                      f'{", ".join(sorted(known))})')
+  return [known[b] for b in by]
+
+
+def _cell(value, signed=False):
+  if isinstance(value, float):
+    return f'{value:+.3g}' if signed else f'{value:.4f}'
+  return str(value)
+
+
+def _tokens(own, total):
+  fmt = lambda n: f'{n / 1e9:.2f}B' if n >= 1e9 else f'{n / 1e6:.2f}M' if n >= 1e6 else (
+      f'{n / 1e3:.1f}k' if n >= 1e3 else str(n))
+  return fmt(own) + (f' ({fmt(total)} with parent)' if total != own else '')
+
+
+def _duration(seconds):
+  if seconds is None:
+    return ''
+  seconds = int(round(seconds))
+  return (f'{seconds // 3600}h{seconds // 60 % 60:02d}m' if seconds >= 3600 else
+          f'{seconds // 60}m{seconds % 60:02d}s' if seconds >= 60 else f'{seconds}s')
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  f = flags.FLAGS
+  print(cli.run_reporting_errors(write, os.path.abspath(f.workdir), f.metric, f.by))
+
+
+if __name__ == '__main__':   # flags only here: a notebook imports this module as a library
+  flags.DEFINE_string('workdir', None, 'The sweep directory.', required=True)
+  flags.DEFINE_string('metric', 'val_loss', 'The metric of the final and best columns.')
+  flags.DEFINE_multi_string('by', [], 'Override key to show and sort by (repeat for more; '
+                            'default: the keys that vary).')
+  cli.run_app(main)
