@@ -1,0 +1,49 @@
+"""Tiny sweeps for the launcher tests, and a way to launch them as a user would."""
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# A CPU-sized run: 4 steps of 8 x 16 tokens, checkpoints at 2 and 4.
+TINY = '''
+from configs import lm_moe
+def get_config(arg=None):
+  config = lm_moe.get_config('tiny')
+  config.update(total_steps=4, seq_len=16, batch_size=8, log_every_steps=2, eval_every_steps=4,
+                eval_batches=1, checkpoint_every_steps=2)
+  config.ckpt.async_save = False
+  return config
+'''
+
+
+def sweep_file(directory, hyper_body):
+  path = os.path.join(directory, 'sweep.py')
+  with open(path, 'w') as f:
+    f.write(TINY + 'def get_hyper(h):\n  return ' + hyper_body + '\n')
+  return path
+
+
+def env(cache_dir, **extra):
+  """One CPU device (the runs are what is tested, not sharding), and a JAX
+  compilation cache: runs of one shape compile once. A size limit turns on the
+  cache's file lock, so runs in parallel never read a half-written entry."""
+  out = dict(os.environ, PYTHONPATH=REPO, JAX_COMPILATION_CACHE_DIR=str(cache_dir),
+             JAX_COMPILATION_CACHE_MAX_SIZE=str(2**30),
+             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',
+             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='0', **extra)
+  out.pop('XLA_FLAGS', None)
+  return out
+
+
+def start(module, *args, cache_dir, **extra_env):
+  return subprocess.Popen([sys.executable, '-m', module, *args], cwd=REPO,
+                          env=env(cache_dir, **extra_env), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def run(module, *args, cache_dir, **extra_env):
+  """(exit status, stdout, stderr) of `python -m module args`."""
+  proc = start(module, *args, cache_dir=cache_dir, **extra_env)
+  out, err = proc.communicate(timeout=600)
+  return proc.returncode, out, err
