@@ -28,6 +28,7 @@ setuptools.setup(
     extras_require={
         'test': ['pytest', 'pytest-xdist'],
         'hf': ['safetensors'],
+        'xm': ['xmanager>=0.8.5'],  # python -m experiments.launch --backend=xm
         'notebook': ['jupyter'],
     },
 )

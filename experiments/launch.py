@@ -110,10 +110,10 @@ def run_local(sweep_dir, runs, parallel, progress):
 
 
 def _start(sweep_dir, name):
-  log = open(os.path.join(sweep_dir, name, runner.LOG_FILE), 'a')  # pylint: disable=consider-using-with
-  with log:
-    return subprocess.Popen(runner.driver_argv(sweep_dir, name), stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+  # Its own session: a terminal's Ctrl-C reaches the launcher only, which passes it on.
+  with open(os.path.join(sweep_dir, name, runner.LOG_FILE), 'a') as log:
+    return subprocess.Popen(runner.driver_argv(sweep_dir, name), stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def select(sweep_dir, runs, only):
@@ -150,6 +150,8 @@ def _print_plan(sweep_dir, spec, runs, todo, done):
 
 def launch(config, workdir, backend='local', parallel=1, dry_run=False, only=()):
   """Checks everything, writes the sweep, runs what is not done; returns the exit status."""
+  if backend not in ('local', 'xm'):
+    raise ConfigError(f'backend={backend!r} is not one of local, xm')
   workdir = os.path.abspath(os.path.expanduser(workdir))
   spec, runs = sweep.plan(config)
   sweep.check_workdir(workdir, spec, runs)

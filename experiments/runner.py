@@ -24,7 +24,7 @@ from experiments import hyper, sweep
 from moe_jax.errors import ConfigError
 
 LOG_FILE, STATUS_FILE = 'log.txt', 'status.json'
-_STAGING = '.upcycle'   # the upcycle CLI writes here; its output then moves into the run
+_STAGING = '.upcycle'   # where a grown or resumed model is built before it moves into the run
 
 
 def commands(sweep_dir, config_spec, name, overrides):
@@ -83,8 +83,8 @@ def check_sources(sweep_dir, name, overrides, parents):
   for key, value in overrides.items():
     path = sweep.resolve(value, sweep_dir)
     if path != value and not os.path.exists(path):
-      raise ConfigError(f'{key}={path} of run {name!r} does not exist: its run no longer keeps '
-                        'that checkpoint (keep it with config.ckpt.keep_every)')
+      raise ConfigError(f'{key}={path} of run {name!r} does not exist (a checkpoint its run '
+                        'did not keep? keep it with config.ckpt.keep_every)')
 
 
 class _Forward:
@@ -117,7 +117,7 @@ def _resume(step_dir, run_dir):
   checkpoints are never written again, and pruning one link keeps the other."""
   staging = os.path.join(run_dir, _STAGING)
   shutil.rmtree(staging, ignore_errors=True)
-  tokenizer = os.path.join(os.path.dirname(os.path.dirname(step_dir)), 'tokenizer.json')
+  tokenizer = os.path.join(os.path.dirname(os.path.dirname(step_dir)), 'tokenizer.json')  # BPE
   if os.path.exists(tokenizer):
     shutil.copy(tokenizer, run_dir)
   shutil.copytree(step_dir, os.path.join(staging, 'checkpoints', os.path.basename(step_dir)),

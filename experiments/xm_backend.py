@@ -42,6 +42,8 @@ async def _run(sweep_dir, runs, parallel, progress):
       for p in r.parents:
         if p in todo:
           await ended[p].wait()
+      if stop:
+        return
       if runner.blocked(r, progress.outcome):
         progress.ended(r.name, 'blocked')
         return
