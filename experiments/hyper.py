@@ -49,13 +49,7 @@ def fixed(key, value, length=1):
 
 def product(sweeps):
   """Every combination, the last sweep varying fastest."""
-  out = []
-  for combo in itertools.product(*sweeps):
-    point = {}
-    for part in combo:
-      _merge(point, part, 'product')
-    out.append(point)
-  return out
+  return [_merged(parts, 'product') for parts in itertools.product(*sweeps)]
 
 
 def zipit(sweeps):
@@ -63,13 +57,7 @@ def zipit(sweeps):
   lengths = [len(s) for s in sweeps]
   if len(set(lengths)) > 1:
     raise ConfigError(f'hyper.zipit: sweeps of different lengths {lengths}')
-  out = []
-  for parts in zip(*sweeps):
-    point = {}
-    for part in parts:
-      _merge(point, part, 'zipit')
-    out.append(point)
-  return out
+  return [_merged(parts, 'zipit') for parts in zip(*sweeps)]
 
 
 def chainit(sweeps):
@@ -83,8 +71,11 @@ def run(name, step=None):
   return f'{{run:{name}}}' + ('' if step is None else f'/checkpoints/{int(step)}')
 
 
-def _merge(point, part, where):
-  for key in part:
-    if key in point:
-      raise ConfigError(f'hyper.{where}: key {key!r} is set by two of its sweeps')
-  point.update(part)
+def _merged(parts, where):
+  point = {}
+  for part in parts:
+    for key in part:
+      if key in point:
+        raise ConfigError(f'hyper.{where}: key {key!r} is set by two of its sweeps')
+    point.update(part)
+  return point
