@@ -20,6 +20,7 @@ from absl import app, flags
 from experiments import hyper, plots, runner, sweep
 from moe_jax import cli
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import files
 
 REPORT_FILE, PLOTS_DIR = 'report.md', 'plots'
 
@@ -102,10 +103,7 @@ def write(sweep_dir, metric='val_loss', by=()):
           f'{time.strftime("%Y-%m-%d %H:%M")}\n\n{text}\n\n' +
           '\n'.join(f'![{os.path.basename(p)}]({PLOTS_DIR}/{os.path.basename(p)})' for p in pngs)
           + '\n')
-  tmp = os.path.join(sweep_dir, f'{REPORT_FILE}.tmp-{os.getpid()}')
-  with open(tmp, 'w') as f:
-    f.write(text)
-  os.replace(tmp, os.path.join(sweep_dir, REPORT_FILE))
+  files.write_text(os.path.join(sweep_dir, REPORT_FILE), text)
   return text
 
 

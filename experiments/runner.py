@@ -22,6 +22,7 @@ import time
 
 from experiments import hyper, sweep
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import files
 
 LOG_FILE, STATUS_FILE = 'log.txt', 'status.json'
 _STAGING = '.upcycle'   # where a grown or resumed model is built before it moves into the run
@@ -159,7 +160,7 @@ def execute(sweep_dir, name):
   previous = status(run_dir)
   record = dict(state='running', attempts=previous.get('attempts', 0) + 1,
                 wall_s=previous.get('wall_s', 0.0), pid=os.getpid(), started=time.time())
-  sweep.write_json(os.path.join(run_dir, STATUS_FILE), record)
+  files.write_json(os.path.join(run_dir, STATUS_FILE), record)
   print(f'== attempt {record["attempts"]}, {time.strftime("%Y-%m-%d %H:%M:%S")}', flush=True)
   code, t0 = 0, time.time()
   try:
@@ -192,6 +193,6 @@ def execute(sweep_dir, name):
     state = 'failed' if code else 'done'
   record.update(state=state, exit_code=code, ended=time.time(),
                 wall_s=record['wall_s'] + time.time() - t0)
-  sweep.write_json(os.path.join(run_dir, STATUS_FILE), record)
+  files.write_json(os.path.join(run_dir, STATUS_FILE), record)
   print(f'== {state} (exit {code})', flush=True)
   return code

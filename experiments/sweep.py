@@ -18,6 +18,7 @@ import re
 
 from experiments import hyper
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import files
 
 SWEEP_FILE, OVERRIDES_FILE = 'sweep.json', 'overrides.json'
 RESERVED = ('plots', 'report.md', SWEEP_FILE)   # what a sweep directory holds besides runs
@@ -105,8 +106,8 @@ def check_workdir(workdir, spec, runs):
 def write(workdir, spec, runs):
   for r in runs:
     os.makedirs(os.path.join(workdir, r.name), exist_ok=True)
-    write_json(os.path.join(workdir, r.name, OVERRIDES_FILE), r.overrides)
-  write_json(os.path.join(workdir, SWEEP_FILE), dict(config=spec, runs=[
+    files.write_json(os.path.join(workdir, r.name, OVERRIDES_FILE), r.overrides)
+  files.write_json(os.path.join(workdir, SWEEP_FILE), dict(config=spec, runs=[
       dict(name=r.name, overrides=r.overrides, parents=list(r.parents)) for r in runs]))
 
 
@@ -118,19 +119,9 @@ def read(workdir):
   return saved
 
 
-def write_json(path, record):
-  """Atomically: a reader sees the old file or the new one, never half of one."""
-  tmp = f'{path}.tmp-{os.getpid()}'
-  with open(tmp, 'w') as f:
-    json.dump(record, f, indent=2)
-  os.replace(tmp, path)
-
-
 def read_json(path, default=None):
-  if not os.path.exists(path):
-    return default
-  with open(path) as f:
-    return json.load(f)
+  """The JSON object at `path`, or `default` when there is no file."""
+  return files.read_json(path) if os.path.exists(path) else default
 
 
 def _load(spec):

@@ -45,7 +45,8 @@ def cli(*args, env=None):
     ("h.fixed('name', 'plots')", "run name 'plots' must be"),
     ("h.fixed('config.init_from', h.run('nobody'))",
      "run 'run' refers to {run:nobody}, which is not a run of the sweep"),
-    ("h.zipit([h.sweep('name', ['a', 'b']), h.sweep('config.init_from', [h.run('b'), h.run('a')])])",
+    ("h.zipit([h.sweep('name', ['a', 'b']), "
+     "h.sweep('config.init_from', [h.run('b'), h.run('a')])])",
      'runs depend on each other in a cycle: a -> b -> a'),
     ("h.chainit([h.fixed('name', 'p'), h.fixed('config.init_from', h.run('p', step=2))])",
      "run 'run' starts from step 2 of run 'p', which 'p' will not keep (it keeps its newest "

@@ -56,7 +56,8 @@ def test_run_refers_to_a_workdir_or_one_checkpoint():
 
 def test_names_come_from_the_keys_that_vary(tmp_path):
   runs = _plan(tmp_path, "h.product([h.fixed('config.total_steps', 4), "
-               "h.sweep('config.moe.num_experts', [4, 8]), h.sweep('config.opt.lr', [1e-3, 3e-4])])")
+               "h.sweep('config.moe.num_experts', [4, 8]), "
+               "h.sweep('config.opt.lr', [1e-3, 3e-4])])")
   assert [r.name for r in runs] == ['num_experts=4_lr=0.001', 'num_experts=4_lr=0.0003',
                                     'num_experts=8_lr=0.001', 'num_experts=8_lr=0.0003']
   assert runs[1].overrides == {'config.total_steps': 4, 'config.moe.num_experts': 4,
@@ -92,5 +93,5 @@ def test_parents_start_first_and_names_and_flags_show_them(tmp_path):
   assert [(r.name, r.parents) for r in runs] == [
       ('base', ()), ('init_from=base@100_seed=1', ('base',)), ('init_from=base_seed=2', ('base',)),
       ('grown', ('init_from=base_seed=2',))]
-  assert sweep.flag('config.init_from', sweep.resolve(runs[1].overrides['config.init_from'],
-                                                       '/s')) == '--config.init_from=/s/base/checkpoints/100'
+  init_from = sweep.resolve(runs[1].overrides['config.init_from'], '/s')
+  assert sweep.flag('config.init_from', init_from) == '--config.init_from=/s/base/checkpoints/100'
