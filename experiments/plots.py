@@ -31,16 +31,15 @@ def loss_curves(runs, metric, path):
   plt = _pyplot()
   fig, ax = plt.subplots(figsize=(8, 5))
   for i, r in enumerate(runs):
+    if not r['metrics']:   # not started yet
+      continue
     color = f'C{i % 10}'
     x0 = r['start_step']
     train = [(row['step'] + x0, row['loss']) for row in r['metrics'] if 'loss' in row]
     val = [(row['step'] + x0, row[metric]) for row in r['metrics'] if metric in row]
     if train:
       ax.plot(*zip(*train), color=color, lw=0.8, alpha=0.6)
-    if val:
-      ax.plot(*zip(*val), 'o-', color=color, ms=3, label=r['name'])
-    elif train:
-      ax.plot([], [], 'o-', color=color, ms=3, label=r['name'])
+    ax.plot(*(zip(*val) if val else ([], [])), 'o-', color=color, ms=3, label=r['name'])
     if x0:
       ax.axvline(x0, color=color, ls='--', lw=0.8)
     tau = (r['config'] or {}).get('upcycle', {}).get('step', 0)

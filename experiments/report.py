@@ -72,7 +72,7 @@ def table(runs, metric='val_loss', by=()):
   header = (['run'] + [short[k] for k in keys] +
             ['state', 'progress', metric, f'best {metric}', 'tokens', 'wall', 'upcycle jump'])
   if by:
-    runs = sorted(runs, key=lambda r: [repr(r['overrides'].get(k)) for k in keys])
+    runs = sorted(runs, key=lambda r: [_order(r['overrides'].get(k)) for k in keys])
   rows = []
   for r in runs:
     values = [row[metric] for row in r['metrics'] if metric in row]
@@ -119,8 +119,8 @@ def _load_run(run_dir, entry):
           break
   status = runner.status(run_dir)
   wall = status.get('wall_s', 0.0)
-  if status.get('state') == 'running':
-    wall += time.time() - status.get('started', time.time())
+  if status.get('state') == 'running' and 'started' in status:
+    wall += max(time.time() - status['started'], 0.0)
   step = metrics[-1]['step'] if metrics else 0
   per_step = config['batch_size'] * config['seq_len'] if config else 0
   up = sweep.read_json(os.path.join(run_dir, 'upcycle_report.json'))
@@ -155,6 +155,13 @@ def _columns(runs, by):
     raise ConfigError(f'--by={",".join(unknown)} is not a key of the sweep (keys: '
                       f'{", ".join(sorted(known))})')
   return [known[b] for b in by]
+
+
+def _order(value):
+  """Numbers by value, then strings, then runs without the key."""
+  if isinstance(value, (int, float)):
+    return (0, value, '')
+  return (1, 0, str(value)) if value is not None else (2, 0, '')
 
 
 def _cell(value, signed=False):
