@@ -47,7 +47,15 @@ def model():
       head_dim=16,
       d_ff=256,              # dense MLP width
       rope_theta=10_000.0,
+      rope_scaling='none',   # none | llama3 (Llama 3's long-context rule, four keys below)
+      rope_factor=8.0,
+      rope_low_freq_factor=1.0,
+      rope_high_freq_factor=4.0,
+      rope_original_max_len=8192,
+      max_position_embeddings=0,  # the context the model is meant for; only exported (0: seq_len)
       norm_eps=1e-6,
+      qk_norm=False,         # RMSNorm over each head's q and k before RoPE (Qwen3)
+      qkv_bias=False,        # biases on the q, k, v projections (Qwen2)
       tie_embeddings=False,
       dtype='float32',       # compute dtype; params stay float32
       init_std=0.02,

@@ -33,10 +33,12 @@ import jax
 import numpy as np
 
 from moe_jax.data import corpus, packing
-from moe_jax.data.tokenizer import BpeTokenizer, ByteTokenizer, train_bpe
+from moe_jax.data.tokenizer import SPECIALS_FILE, BpeTokenizer, ByteTokenizer, train_bpe
 from moe_jax.errors import ConfigError
 
 TOKENIZER_FILE = 'tokenizer.json'
+# What a workdir's tokenizer is: the BPE and, for an imported one, its special tokens.
+TOKENIZER_FILES = (TOKENIZER_FILE, SPECIALS_FILE)
 _EVAL_ORDER_SEED = 0   # eval rows are sampled the same way whatever `seed` is
 
 
@@ -53,10 +55,11 @@ def documents(config, split):
   return train if split == 'train' else val
 
 
-def tokenizer_for(config, workdir):
+def tokenizer_for(config, workdir, train=True):
   """The configured tokenizer. BPE comes from data.tokenizer_path, else from
   WORKDIR/tokenizer.json, else is trained on the training split and saved
-  there (by process 0), so a resumed run tokenises exactly as before."""
+  there (by process 0), so a resumed run tokenises exactly as before.
+  `train=False` (readers of a finished workdir) makes that last case an error."""
   d = config.data
   if d.tokenizer == 'byte':
     return ByteTokenizer()
@@ -73,6 +76,8 @@ def tokenizer_for(config, workdir):
       raise ConfigError(f'{cached} has {tok.vocab_size} tokens, more than '
                         f'data.bpe_vocab_size={d.bpe_vocab_size}; use a new workdir')
     return tok
+  if not train:
+    raise ConfigError(f'{workdir} has no {TOKENIZER_FILE} and data.tokenizer_path is empty')
   tok = train_bpe([doc.text for doc in documents(config, 'train')], d.bpe_vocab_size)
   if cached and jax.process_index() == 0:
     os.makedirs(workdir, exist_ok=True)

@@ -11,8 +11,17 @@ slots, so a model never sees a real token with the padding's id. The byte
 tokenizer maps byte b to id b + 3 (vocab_size 259). Every document is packed as
 <bos> text <eos>: <eos> teaches the model where a document ends, <bos> gives
 the first real token something to be predicted from.
+
+A tokenizer that came with a pretrained model (moe_jax/interop) keeps its own
+special tokens in a `tokenizer_config.json` beside its `tokenizer.json`, the
+transformers file of that name: `bos_token`, `eos_token`, `pad_token`,
+`add_bos_token` (whether a document starts with the BOS) and `chat_template`.
+`BpeTokenizer.load` reads it when it is there; without it the ids are found by
+the usual token names.
 """
 import hashlib
+import json
+import os
 
 import numpy as np
 import tokenizers
@@ -21,6 +30,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 from moe_jax.errors import ConfigError
 
 SPECIALS = ('<pad>', '<bos>', '<eos>')
+SPECIALS_FILE = 'tokenizer_config.json'
 # Names other tokenizer.json files use, tried in order, for ones not trained here.
 _EOS_NAMES = ('<eos>', '</s>', '<|endoftext|>', '<|end_of_text|>')
 _BOS_NAMES = ('<bos>', '<s>', '<|begin_of_text|>')
@@ -57,27 +67,54 @@ class ByteTokenizer(_Fingerprinted):
 
 class BpeTokenizer(_Fingerprinted):
   """A HF `tokenizers.Tokenizer`; encodes without its own special-token post-processing
-  (the packer adds <bos>/<eos>)."""
+  (the packer adds <bos>/<eos>).
 
-  def __init__(self, tok, source='tokenizer'):
+  `specials` is a tokenizer_config.json dict (see the module docstring); an
+  absent `add_bos_token` means "as the tokenizer's own post-processor does".
+  """
+
+  def __init__(self, tok, source='tokenizer', specials=None):
     self.tok = tok
+    self.specials = dict(specials or {})
     vocab = tok.get_vocab(with_added_tokens=True)
     self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
-    self.pad_id = vocab.get('<pad>', 0)
-    self.bos_id = next((vocab[n] for n in _BOS_NAMES if n in vocab), None)
-    self.eos_id = next((vocab[n] for n in _EOS_NAMES if n in vocab), None)
+    named = {key: token_content(self.specials.get(key))
+             for key in ('bos_token', 'eos_token', 'pad_token')}
+    for key, name in named.items():
+      if name is not None and name not in vocab:
+        raise ConfigError(f'{source}: {key} {name!r} is not in the vocabulary')
+    guess = lambda names: next((vocab[n] for n in names if n in vocab), None)
+    bos = vocab[named['bos_token']] if named['bos_token'] else guess(_BOS_NAMES)
+    self.eos_id = vocab[named['eos_token']] if named['eos_token'] else guess(_EOS_NAMES)
+    self.pad_id = vocab[named['pad_token']] if named['pad_token'] else vocab.get('<pad>', 0)
+    add_bos = self.specials.get('add_bos_token', None if self.specials else True)
+    if add_bos is None:
+      add_bos = bos is not None and tok.encode('a').ids[:1] == [bos]
+    self.bos_id = bos if add_bos else None
     if self.eos_id is None:
-      raise ConfigError(f'{source} has no end-of-document token (one of {", ".join(_EOS_NAMES)})')
-    self.fingerprint = 'bpe:' + hashlib.sha256(tok.to_str().encode()).hexdigest()
+      raise ConfigError(f'{source} has no end-of-document token (one of {", ".join(_EOS_NAMES)}'
+                        f' or {SPECIALS_FILE}:eos_token)')
+    self.chat_template = self.specials.get('chat_template')
+    text = tok.to_str() + (json.dumps(self.specials, sort_keys=True) if self.specials else '')
+    self.fingerprint = 'bpe:' + hashlib.sha256(text.encode()).hexdigest()
 
   @classmethod
   def load(cls, path):
+    """tokenizer.json at `path`, with the tokenizer_config.json beside it if any."""
     try:
       tok = tokenizers.Tokenizer.from_file(path)
     except Exception as e:  # tokenizers raises plain Exception on unreadable files
       raise ConfigError(f'data.tokenizer_path: cannot read {path} as a tokenizer.json '
                         f'({str(e).splitlines()[0] if str(e) else type(e).__name__})') from e
-    return cls(tok, source=path)
+    specials = None
+    specials_path = os.path.join(os.path.dirname(path), SPECIALS_FILE)
+    if os.path.isfile(specials_path):
+      try:
+        with open(specials_path) as f:
+          specials = json.load(f)
+      except ValueError as e:
+        raise ConfigError(f'{specials_path} is not valid JSON ({e})') from e
+    return cls(tok, source=path, specials=specials)
 
   def save(self, path):
     self.tok.save(path)
@@ -92,6 +129,11 @@ class BpeTokenizer(_Fingerprinted):
 
   def decode(self, ids):
     return self.tok.decode([int(i) for i in ids], skip_special_tokens=True)
+
+
+def token_content(token):
+  """A special token as tokenizer_config.json writes it: a string, or a dict with 'content'."""
+  return token.get('content') if isinstance(token, dict) else token
 
 
 def train_bpe(texts, vocab_size):

@@ -1,68 +1,103 @@
-"""Grouped-query attention with RoPE and a packed-sequence mask.
+"""Grouped-query attention with RoPE, a packed-sequence mask and a KV cache.
 
 Params: q [D, H, K], k and v [D, G, K], o [H, K, D] (G kv heads shared by
-H / G query heads each). RoPE rotates by `positions`, which restart at 0 in
-every packed document; the mask is causal within the row and lets a token see
-only tokens with the same segment id, so documents never attend to each other.
+H / G query heads each); with `model.qkv_bias` also q_bias [H, K] and
+k_bias, v_bias [G, K] (Qwen2); with `model.qk_norm` q_norm/scale and
+k_norm/scale [K], an RMSNorm over each head's q and k before RoPE (Qwen3).
+Each is a reshape (and transpose) of one transformers tensor: q_proj.weight
+[H*K, D] is q.reshape(D, H*K).T (moe_jax/interop/layout.py).
+
+RoPE rotates by `positions`, which restart at 0 in every packed document; the
+mask lets a query see earlier slots of its row with the same segment id, so
+documents never attend to each other.
+
+`decode=True` keeps keys and values in the `cache` collection: the first call
+(inside `init`) sizes it by its input, [B, S], then each call writes its L
+slots after the ones already filled and attends over all S. A prompt and then
+one token at a time is how moe_jax/eval/generation.py decodes.
 """
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from moe_jax.models import layers
+from moe_jax.models import rope
 
 
-def rope(x_BLHK, positions_BL, theta):
-  """Rotary embedding (Su et al.), rotating halves [x1, x2] of the head dim."""
-  half = x_BLHK.shape[-1] // 2
-  freq_K = theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
-  angle_BLK = positions_BL[..., None].astype(jnp.float32) * freq_K
-  sin, cos = jnp.sin(angle_BLK)[:, :, None, :], jnp.cos(angle_BLK)[:, :, None, :]
-  x1, x2 = jnp.split(x_BLHK.astype(jnp.float32), 2, axis=-1)
-  out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-  return out.astype(x_BLHK.dtype)
-
-
-def mask(segment_ids_BL):
-  """[B, 1, L, L] True where query i may attend to key j: j <= i, same segment."""
-  length = segment_ids_BL.shape[1]
-  causal_LL = jnp.tril(jnp.ones((length, length), bool))
-  same_BLL = segment_ids_BL[:, :, None] == segment_ids_BL[:, None, :]
-  return (causal_LL[None] & same_BLL)[:, None]
+def mask(q_segment_ids_BL, kv_segment_ids_BS, q_slots_L):
+  """[B, 1, L, S] True where query i may attend to key slot j: j <= slot of i
+  and the same segment."""
+  kv_slots_S = jnp.arange(kv_segment_ids_BS.shape[1])
+  causal_LS = kv_slots_S[None, :] <= q_slots_L[:, None]
+  same_BLS = q_segment_ids_BL[:, :, None] == kv_segment_ids_BS[:, None, :]
+  return (causal_LS[None] & same_BLS)[:, None]
 
 
 class Attention(nn.Module):
-  num_heads: int
-  num_kv_heads: int
-  head_dim: int
-  rope_theta: float
-  init_std: float
-  dtype: jnp.dtype = jnp.float32
+  cfg: 'moe_jax.models.config.ModelConfig'
 
   @nn.compact
-  def __call__(self, x_BLD, segment_ids_BL, positions_BL):
+  def __call__(self, x_BLD, segment_ids_BL, positions_BL, decode=False):
+    cfg = self.cfg
+    dtype = layers.compute_dtype(cfg)
     d = x_BLD.shape[-1]
-    h, g, k = self.num_heads, self.num_kv_heads, self.head_dim
-    init = layers.normal(self.init_std)
-    param = lambda name, shape: self.param(name, init, shape, jnp.float32).astype(self.dtype)
+    h, g, k = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+
+    def param(name, shape, init=layers.normal(cfg.init_std)):
+      return self.param(name, init, shape, jnp.float32).astype(dtype)
+
     w_q, w_k, w_v = param('q', (d, h, k)), param('k', (d, g, k)), param('v', (d, g, k))
     w_o = param('o', (h, k, d))
-
-    q_BLHK = rope(jnp.einsum('bld,dhk->blhk', x_BLD, w_q), positions_BL, self.rope_theta)
-    k_BLGK = rope(jnp.einsum('bld,dgk->blgk', x_BLD, w_k), positions_BL, self.rope_theta)
+    q_BLHK = jnp.einsum('bld,dhk->blhk', x_BLD, w_q)
+    k_BLGK = jnp.einsum('bld,dgk->blgk', x_BLD, w_k)
     v_BLGK = jnp.einsum('bld,dgk->blgk', x_BLD, w_v)
+    if cfg.qkv_bias:
+      zeros = nn.initializers.zeros
+      q_BLHK = q_BLHK + param('q_bias', (h, k), zeros)
+      k_BLGK = k_BLGK + param('k_bias', (g, k), zeros)
+      v_BLGK = v_BLGK + param('v_bias', (g, k), zeros)
+    if cfg.qk_norm:
+      q_BLHK = layers.RMSNorm(cfg.norm_eps, dtype, name='q_norm')(q_BLHK)
+      k_BLGK = layers.RMSNorm(cfg.norm_eps, dtype, name='k_norm')(k_BLGK)
+    freq = rope.frequencies(cfg)
+    q_BLHK = rope.apply(q_BLHK, positions_BL, freq)
+    k_BLGK = rope.apply(k_BLGK, positions_BL, freq)
     q_BLHK = nn.with_logical_constraint(q_BLHK, ('batch', 'length', 'heads', 'head_dim'))
 
-    # Query head h reads kv head h // (H / G): group the query heads.
     b, length = x_BLD.shape[:2]
+    q_slots_L = jnp.arange(length)
+    kv_segment_ids_BS = segment_ids_BL
+    if decode:
+      k_BLGK, v_BLGK, kv_segment_ids_BS, q_slots_L = self._cached(k_BLGK, v_BLGK, segment_ids_BL)
+
+    # Query head h reads kv head h // (H / G): group the query heads.
     q_BLGRK = q_BLHK.reshape(b, length, g, h // g, k)
     # Scores accumulate in float32 even with bf16 inputs.
-    logits_BGRLL = jnp.einsum('bqgrk,bsgk->bgrqs', q_BLGRK, k_BLGK,
+    logits_BGRLS = jnp.einsum('bqgrk,bsgk->bgrqs', q_BLGRK, k_BLGK,
                               preferred_element_type=jnp.float32)
-    logits_BGRLL = logits_BGRLL / jnp.sqrt(jnp.float32(k))
-    allowed = mask(segment_ids_BL)[:, :, None]  # [B, 1, 1, L, L]
-    logits_BGRLL = jnp.where(allowed, logits_BGRLL, jnp.finfo(jnp.float32).min)
-    probs_BGRLL = jax.nn.softmax(logits_BGRLL, axis=-1).astype(self.dtype)
-    out_BLGRK = jnp.einsum('bgrqs,bsgk->bqgrk', probs_BGRLL, v_BLGK)
+    logits_BGRLS = logits_BGRLS / jnp.sqrt(jnp.float32(k))
+    allowed = mask(segment_ids_BL, kv_segment_ids_BS, q_slots_L)[:, :, None]  # [B, 1, 1, L, S]
+    logits_BGRLS = jnp.where(allowed, logits_BGRLS, jnp.finfo(jnp.float32).min)
+    probs_BGRLS = jax.nn.softmax(logits_BGRLS, axis=-1).astype(dtype)
+    out_BLGRK = jnp.einsum('bgrqs,bsgk->bqgrk', probs_BGRLS, v_BLGK)
     out_BLHK = out_BLGRK.reshape(b, length, h, k)
     return jnp.einsum('blhk,hkd->bld', out_BLHK, w_o)
+
+  def _cached(self, k_BLGK, v_BLGK, segment_ids_BL):
+    """Writes this call's keys, values and segment ids into the cache; returns
+    the whole cache [B, S, ...] and the slots the L queries occupy."""
+    length = k_BLGK.shape[1]
+    ready = self.has_variable('cache', 'k')
+    k_c = self.variable('cache', 'k', jnp.zeros, k_BLGK.shape, k_BLGK.dtype)
+    v_c = self.variable('cache', 'v', jnp.zeros, v_BLGK.shape, v_BLGK.dtype)
+    seg_c = self.variable('cache', 'segment_ids', jnp.zeros, segment_ids_BL.shape, jnp.int32)
+    index = self.variable('cache', 'index', lambda: jnp.zeros((), jnp.int32))
+    if not ready:  # init: the cache takes the input's shape, nothing is stored yet
+      return k_BLGK, v_BLGK, segment_ids_BL, jnp.arange(length)
+    i = index.value
+    k_c.value = jax.lax.dynamic_update_slice(k_c.value, k_BLGK.astype(k_c.value.dtype), (0, i, 0, 0))
+    v_c.value = jax.lax.dynamic_update_slice(v_c.value, v_BLGK.astype(v_c.value.dtype), (0, i, 0, 0))
+    seg_c.value = jax.lax.dynamic_update_slice(
+        seg_c.value, segment_ids_BL.astype(jnp.int32), (0, i))
+    index.value = i + length
+    return k_c.value, v_c.value, seg_c.value, i + jnp.arange(length)

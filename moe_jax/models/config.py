@@ -16,6 +16,7 @@ ORDERS = ('softmax_then_topk', 'topk_then_softmax')
 BALANCE_SCOPES = ('global', 'sequence')
 DISPATCHES = ('reference', 'einsum', 'ragged', 'pallas')
 DTYPES = ('float32', 'bfloat16', 'float16')
+ROPE_SCALINGS = ('none', 'llama3')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +55,17 @@ class ModelConfig:
   head_dim: int = 16
   d_ff: int = 256
   rope_theta: float = 10_000.0
+  # Llama 3's long-context RoPE rule (moe_jax/models/rope.py); 'none' leaves
+  # the frequencies alone and the four keys below unused.
+  rope_scaling: str = 'none'
+  rope_factor: float = 8.0
+  rope_low_freq_factor: float = 1.0
+  rope_high_freq_factor: float = 4.0
+  rope_original_max_len: int = 8192
+  max_position_embeddings: int = 0
   norm_eps: float = 1e-6
+  qk_norm: bool = False
+  qkv_bias: bool = False
   tie_embeddings: bool = False
   dtype: str = 'float32'
   init_std: float = 0.02
@@ -110,6 +121,18 @@ class ModelConfig:
       raise ConfigError(f'model.dtype={self.dtype!r} is not one of {DTYPES}')
     if self.init_std <= 0 or self.norm_eps <= 0 or self.rope_theta <= 0:
       raise ConfigError('model.init_std, model.norm_eps and model.rope_theta must be positive')
+    _check_choice('model.rope_scaling', self.rope_scaling, ROPE_SCALINGS)
+    if self.rope_scaling == 'llama3' and not (
+        self.rope_factor > 0 and 0 < self.rope_low_freq_factor < self.rope_high_freq_factor
+        and self.rope_original_max_len > 0):
+      raise ConfigError(
+          f'model.rope_scaling=llama3 needs rope_factor > 0 (got {self.rope_factor}), 0 < '
+          f'rope_low_freq_factor < rope_high_freq_factor (got {self.rope_low_freq_factor}, '
+          f'{self.rope_high_freq_factor}) and rope_original_max_len > 0 '
+          f'(got {self.rope_original_max_len})')
+    if self.max_position_embeddings < 0:
+      raise ConfigError(f'model.max_position_embeddings={self.max_position_embeddings} must be '
+                        '>= 0')
     m = self.moe
     if m.num_experts < 0:
       raise ConfigError(f'moe.num_experts={m.num_experts} must be >= 0')

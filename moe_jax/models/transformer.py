@@ -26,13 +26,12 @@ class Block(nn.Module):
   is_moe: bool
 
   @nn.compact
-  def __call__(self, x_BLD, tokens_BL, segment_ids_BL, positions_BL, train):
+  def __call__(self, x_BLD, tokens_BL, segment_ids_BL, positions_BL, train, decode):
     cfg = self.cfg
     dtype = layers.compute_dtype(cfg)
     h_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='attn_norm')(x_BLD)
-    x_BLD = x_BLD + attention.Attention(
-        cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.rope_theta, cfg.init_std,
-        dtype, name='attn')(h_BLD, segment_ids_BL, positions_BL)
+    x_BLD = x_BLD + attention.Attention(cfg, name='attn')(h_BLD, segment_ids_BL, positions_BL,
+                                                          decode)
     x_BLD = nn.with_logical_constraint(x_BLD, _ACT)
     h_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='mlp_norm')(x_BLD)
     if not self.is_moe:
@@ -45,8 +44,12 @@ class Transformer(nn.Module):
   cfg: 'moe_jax.models.config.ModelConfig'
 
   @nn.compact
-  def __call__(self, tokens_BL, segment_ids=None, positions=None, train=False):
-    """Logits [B, L, V] (float32) and aux. segment_ids=None: one document, no padding."""
+  def __call__(self, tokens_BL, segment_ids=None, positions=None, train=False, decode=False):
+    """Logits [B, L, V] (float32) and aux. segment_ids=None: one document, no padding.
+
+    decode=True reads and extends the attention KV cache (the `cache`
+    collection, mutable; moe_jax/models/attention.py).
+    """
     cfg = self.cfg
     dtype = layers.compute_dtype(cfg)
     batch, length = tokens_BL.shape
@@ -63,7 +66,7 @@ class Transformer(nn.Module):
     aux = {'aux_loss': jnp.float32(0.0), 'moe': {}}
     for i in range(cfg.num_layers):
       x_BLD, stats = Block(cfg, cfg.is_moe_layer(i), name=f'layers_{i}')(
-          x_BLD, tokens_BL, segment_ids, positions, train)
+          x_BLD, tokens_BL, segment_ids, positions, train, decode)
       if stats is not None:
         aux['moe'][f'layers_{i}'] = stats
         aux['aux_loss'] = (aux['aux_loss'] + cfg.moe.balance_loss_weight * stats['balance_loss']

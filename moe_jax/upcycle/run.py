@@ -69,9 +69,9 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
   tmp = tempfile.mkdtemp(prefix=os.path.basename(dst) + '.tmp-', dir=os.path.dirname(dst))
   try:
     # The tokenizer goes with the model; reading it from a copy keeps --src untouched.
-    tokenizer_file = os.path.join(src_workdir, pipeline.TOKENIZER_FILE)
-    if os.path.exists(tokenizer_file):
-      shutil.copy(tokenizer_file, tmp)
+    for name in pipeline.TOKENIZER_FILES:
+      if os.path.exists(os.path.join(src_workdir, name)):
+        shutil.copy(os.path.join(src_workdir, name), tmp)
     tokenizer = pipeline.tokenizer_for(config, tmp)
     up = config.upcycle
     score_batches = ()

@@ -10,6 +10,7 @@ A write goes to a temporary file in the same directory, is flushed to disk and
 renamed over the target, so a reader sees the old file or the new one, never a
 torn one, whenever the writer is killed.
 """
+import dataclasses
 import json
 import os
 import tempfile
@@ -17,6 +18,7 @@ import tempfile
 import ml_collections
 
 from moe_jax.errors import ConfigError
+from moe_jax.models import config as model_config
 
 CONFIG = 'config.json'
 RUN = 'run.json'
@@ -72,9 +74,11 @@ def write_config(workdir, config):
 # parameter shapes, or the data stream a resumed run must continue exactly.
 SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.num_heads',
               'model.num_kv_heads', 'model.head_dim', 'model.d_ff', 'model.tie_embeddings',
-              'moe.num_experts', 'moe.d_ff', 'moe.num_shared_experts', 'moe.every',
+              'model.qk_norm', 'model.qkv_bias', 'moe.num_experts', 'moe.d_ff', 'moe.num_shared_experts', 'moe.every',
               'moe.first_dense', 'moe.router', 'moe.use_bias', 'upcycle.step',
               'upcycle.recipe', 'upcycle.factor')
+_MODEL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(model_config.ModelConfig)
+                   if f.default is not dataclasses.MISSING}
 DATA_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.patterns', 'data.tokenizer',
              'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed')
 
@@ -87,6 +91,15 @@ def get(config, dotted):
   return value
 
 
+def _saved(saved, dotted):
+  """A key of a saved config.json; one written before the key existed had its default."""
+  value = get(saved, dotted)
+  group, key = dotted.partition('.')[::2]
+  if value is None and group == 'model' and key in _MODEL_DEFAULTS:
+    return _MODEL_DEFAULTS[key]
+  return value
+
+
 def check_compatible(config, workdir):
   """Refuses a workdir whose saved config has other parameter shapes or
   another data stream than `config`."""
@@ -96,8 +109,8 @@ def check_compatible(config, workdir):
   saved = read_json(path)
   for keys, what in ((SHAPE_KEYS, 'a model of another shape'),
                      (DATA_KEYS, 'a run on another data stream')):
-    diffs = [f'{k}: workdir {get(saved, k)!r} vs requested {get(config, k)!r}'
-             for k in keys if get(saved, k) != get(config, k)]
+    diffs = [f'{k}: workdir {_saved(saved, k)!r} vs requested {get(config, k)!r}'
+             for k in keys if _saved(saved, k) != get(config, k)]
     if diffs:
       raise ConfigError(f'workdir {workdir} holds {what} ({"; ".join(diffs)}); '
                         'use a new --workdir')

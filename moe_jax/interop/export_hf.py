@@ -1,0 +1,37 @@
+r"""Export a moe_jax checkpoint as a transformers checkpoint directory.
+
+  python -m moe_jax.interop.export_hf --ckpt=CKPT --out=OUT [--arch=auto|mixtral|qwen3_moe|llama|qwen2|qwen3] [--overwrite]
+
+CKPT is a workdir (its newest checkpoint) or one step directory. OUT gets
+config.json, generation_config.json, model.safetensors and the tokenizer;
+`transformers.AutoModelForCausalLM.from_pretrained(OUT)` loads it. `auto`
+picks the architecture from the model: qk_norm -> Qwen3 / Qwen3-MoE, q/k/v
+biases -> Qwen2, else Llama / Mixtral. A feature the architecture has no word
+for (interleaved dense layers in Mixtral, shared experts, sigmoid scores, a
+selection bias, ...) is a one-line error. OUT appears whole or not at all and
+must not exist unless --overwrite. Prints a one-line JSON summary.
+"""
+import json
+
+from absl import app, flags
+
+from moe_jax import cli
+from moe_jax.interop import exporter
+
+_CKPT = flags.DEFINE_string('ckpt', None, 'Workdir or checkpoint step directory.')
+_OUT = flags.DEFINE_string('out', None, 'New transformers checkpoint directory.')
+_ARCH = flags.DEFINE_string('arch', 'auto', 'auto | mixtral | qwen3_moe | llama | qwen2 | qwen3')
+_OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Replace an existing --out.')
+flags.mark_flags_as_required(['ckpt', 'out'])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  summary = cli.run_reporting_errors(exporter.export_checkpoint, _CKPT.value, _OUT.value,
+                                     _ARCH.value, _OVERWRITE.value)
+  print(json.dumps(summary))
+
+
+if __name__ == '__main__':
+  cli.run_app(main)

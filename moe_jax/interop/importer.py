@@ -1,0 +1,76 @@
+"""A transformers checkpoint or a GGUF file -> a moe_jax workdir.
+
+  config, params, tokenizer, specials, arch = importer.convert(src, base_config)
+  summary = importer.import_checkpoint(src, workdir, base_config)
+
+The workdir is the one training writes, so every command reads it:
+config.json (`model` and `moe` translated from the source, every other key
+from `base_config`, `data.tokenizer='bpe'`), a step-0 checkpoint holding
+params only (the trainer starts a fresh optimizer for it), and the
+checkpoint's own tokenizer: tokenizer.json and tokenizer_config.json, which
+moe_jax/data/tokenizer.py reads with the model's own BOS / EOS / padding.
+Everything is read and checked before anything is written; the workdir is
+built in a temporary sibling and renamed into place.
+"""
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+
+from moe_jax.data import pipeline
+from moe_jax.data.tokenizer import SPECIALS_FILE
+from moe_jax.errors import ConfigError
+from moe_jax.eval import restore
+from moe_jax.interop import archs, gguf_io, layout, safetensors_io, staging, tokens
+from moe_jax.models import config as model_config
+from moe_jax.train import checkpoint
+
+
+def read(src):
+  """(transformers config dict, {hf name: array}, tokenizers.Tokenizer,
+  tokenizer_config dict) of a checkpoint directory or a .gguf file."""
+  if os.path.isdir(src):
+    hf, tensors = safetensors_io.read_dir(src)
+    return (hf, tensors, *tokens.from_dir(src, hf))
+  if os.path.isfile(src) and src.endswith('.gguf'):
+    return gguf_io.read(src)
+  raise ConfigError(f'--src={src} is neither a transformers checkpoint directory nor a .gguf file')
+
+
+def convert(src, base_config):
+  """(config, params, tokenizer, specials, arch name): the source in our terms,
+  params a nested dict of float32 numpy arrays."""
+  hf, tensors, tok, specials = read(src)
+  arch, model, moe = archs.from_hf(hf)
+  config = base_config.copy_and_resolve_references()
+  config.model.update(model)
+  config.moe.update(moe)
+  config.data.update(tokenizer='bpe', tokenizer_path='',
+                     bpe_vocab_size=tok.get_vocab_size(with_added_tokens=True))
+  config.init_from = ''
+  cfg = model_config.ModelConfig.from_config(config)
+  if config.data.bpe_vocab_size > cfg.vocab_size:
+    raise ConfigError(f'the tokenizer has {config.data.bpe_vocab_size} tokens, more than the '
+                      f'model\'s vocab_size={cfg.vocab_size}')
+  params = layout.from_hf(arch, tensors, restore.abstract_params(cfg), tied=cfg.tie_embeddings)
+  return config, params, tok, specials, arch
+
+
+def import_checkpoint(src, workdir, base_config, overwrite=False):
+  """Writes the workdir; returns a summary (arch, params, vocabulary, paths)."""
+  workdir = staging.check(workdir, overwrite, '--workdir')
+  config, params, tok, specials, arch = convert(src, base_config)
+  with staging.staged(workdir) as tmp:
+    with open(os.path.join(tmp, 'config.json'), 'w') as f:
+      json.dump(config.to_dict(), f, indent=2)
+    tok.save(os.path.join(tmp, pipeline.TOKENIZER_FILE))
+    with open(os.path.join(tmp, SPECIALS_FILE), 'w') as f:
+      json.dump(specials, f, indent=2)
+    out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
+    out.save(0, jax.tree.map(jnp.asarray, params),
+             meta=dict(imported_from=os.path.abspath(src), arch=arch, config=config.to_dict()))
+    out.close()
+  return dict(workdir=workdir, arch=arch, source=os.path.abspath(src),
+              params=int(sum(x.size for x in jax.tree.leaves(params))),
+              vocab_size=config.model.vocab_size, tokenizer_vocab=config.data.bpe_vocab_size)

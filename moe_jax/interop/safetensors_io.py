@@ -1,0 +1,102 @@
+"""safetensors files and transformers checkpoint directories, without torch.
+
+Reading is our own: the format is an 8-byte header length, a JSON header and
+raw little-endian arrays, and the `safetensors` package's numpy loader has no
+bfloat16, the dtype most public checkpoints ship in. Files are memory-mapped,
+so a tensor is read from disk when it is converted. Writing uses the package.
+Nothing here unpickles: a directory of `pytorch_model.bin` files is refused.
+"""
+import json
+import os
+import struct
+
+import ml_dtypes
+import numpy as np
+import safetensors.numpy
+
+from moe_jax.errors import ConfigError
+
+INDEX = 'model.safetensors.index.json'
+SINGLE = 'model.safetensors'
+_DTYPES = {'F64': np.float64, 'F32': np.float32, 'F16': np.float16, 'BF16': ml_dtypes.bfloat16,
+           'I64': np.int64, 'I32': np.int32, 'I16': np.int16, 'I8': np.int8, 'U8': np.uint8,
+           'BOOL': np.bool_}
+
+
+def read_file(path):
+  """{name: array} of one .safetensors file (memory-mapped, read-only)."""
+  size = os.path.getsize(path)
+  with open(path, 'rb') as f:
+    head = f.read(8)
+    length = struct.unpack('<Q', head)[0] if len(head) == 8 else None
+    if length is None or 8 + length > size:
+      raise ConfigError(f'{path} is truncated: its header runs past the end of the file')
+    try:
+      header = json.loads(f.read(length))
+    except ValueError as e:
+      raise ConfigError(f'{path} has an unreadable safetensors header ({e})') from e
+  header.pop('__metadata__', None)
+  data = np.memmap(path, np.uint8, 'r', offset=8 + length) if size > 8 + length else np.zeros(0, np.uint8)
+  out = {}
+  for name, info in header.items():
+    dtype = _DTYPES.get(info.get('dtype'))
+    if dtype is None:
+      raise ConfigError(f'{path}: tensor {name} has dtype {info.get("dtype")!r}, not one of '
+                        f'{sorted(_DTYPES)}')
+    begin, end = info['data_offsets']
+    shape = tuple(info['shape'])
+    if end > len(data) or end - begin != int(np.prod(shape)) * np.dtype(dtype).itemsize:
+      raise ConfigError(f'{path} is truncated or corrupt: tensor {name} {shape} {info["dtype"]} '
+                        f'does not fit bytes {begin}..{end} of {len(data)}')
+    out[name] = data[begin:end].view(dtype).reshape(shape)
+  return out
+
+
+def read_dir(path):
+  """(config.json dict, {tensor name: array}) of a transformers checkpoint directory,
+  sharded (with model.safetensors.index.json) or not."""
+  config = read_json(os.path.join(path, 'config.json'), 'the checkpoint config')
+  index = os.path.join(path, INDEX)
+  if os.path.isfile(index):
+    weight_map = read_json(index, 'the shard index').get('weight_map') or {}
+    files = sorted(set(weight_map.values()))
+    missing = [f for f in files if not os.path.isfile(os.path.join(path, f))]
+    if missing:
+      raise ConfigError(f'{path}: shard(s) {", ".join(missing)} listed in {INDEX} are missing')
+  else:
+    files = sorted(f for f in os.listdir(path) if f.endswith('.safetensors'))
+    if not files:
+      raise ConfigError(f'{path} has no *.safetensors files (pickled .bin checkpoints are not '
+                        'read; save the model with safe_serialization)')
+    weight_map = None
+  tensors = {}
+  for name in files:
+    shard = read_file(os.path.join(path, name))
+    if weight_map is not None:
+      listed = {t for t, f in weight_map.items() if f == name}
+      lacking, extra = sorted(listed - set(shard)), sorted(set(shard) - listed)
+      if lacking or extra:
+        raise ConfigError(f'{path}/{name} does not match {INDEX}: '
+                          + (f'lacks {", ".join(lacking[:3])}' if lacking else
+                             f'has unlisted {", ".join(extra[:3])}'))
+    repeated = sorted(set(shard) & set(tensors))
+    if repeated:
+      raise ConfigError(f'{path}: tensor {repeated[0]} is in more than one file')
+    tensors.update(shard)
+  return config, tensors
+
+
+def read_json(path, what):
+  if not os.path.isfile(path):
+    raise ConfigError(f'{path} ({what}) is missing')
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except ValueError as e:
+    raise ConfigError(f'{path} ({what}) is not valid JSON ({e})') from e
+
+
+def write_file(path, tensors):
+  """One model.safetensors (the metadata transformers checks for)."""
+  safetensors.numpy.save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, path,
+                              metadata={'format': 'pt'})
