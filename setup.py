@@ -26,8 +26,10 @@ setuptools.setup(
         'matplotlib',  # scaling-law plots (PNG)
     ],
     extras_require={
-        'test': ['pytest', 'pytest-xdist'],
-        'hf': ['safetensors'],
+        # The interop tests read safetensors fixtures and write GGUF files.
+        'test': ['pytest', 'pytest-xdist', 'safetensors>=0.4', 'gguf>=0.17'],
+        # moe_jax.interop: safetensors checkpoints, GGUF files (never torch).
+        'hf': ['safetensors>=0.4', 'gguf>=0.17'],
         'xm': ['xmanager>=0.8.5'],  # python -m experiments.launch --backend=xm
         'notebook': ['jupyter'],
     },

@@ -61,6 +61,11 @@ def _modules(part):
         yield os.path.join(directory, name), 'moe_jax.' + rel.replace(os.sep, '.')
 
 
+def _is_command(path):
+  with open(path) as f:
+    return path.endswith('__main__.py') or "if __name__ == '__main__':" in f.read()
+
+
 def _is_part(name):
   return name and os.path.isdir(os.path.join(_PACKAGE, name)) or os.path.isfile(
       os.path.join(_PACKAGE, name + '.py'))
@@ -70,8 +75,9 @@ def _is_part(name):
 def test_imports_point_down(part):
   bad = set()
   for path, module in _modules(part):
-    # A package's command line (__main__.py) may also use the shared CLI helpers.
-    allowed = ALLOWED[part] | {part} | ({'cli'} if path.endswith('__main__.py') else set())
+    # A package's command lines (__main__.py, or a module run with `python -m`)
+    # may also use the shared CLI helpers.
+    allowed = ALLOWED[part] | {part} | ({'cli'} if _is_command(path) else set())
     for name in _imports(path, module):
       if name.split('.')[0] != 'moe_jax':
         continue

@@ -3,21 +3,18 @@
   loaded = restore.load(ckpt)     # CKPT: a workdir (newest step) or a step directory
   logits, _ = loaded.model.apply({'params': loaded.params}, tokens)
 
-For readers of a finished run (generation, export): params on one device,
+For readers of a finished run (moe_jax.generate): params on one device,
 the config the checkpoint was saved under (the grown one past an in-run
 upcycle) and the workdir's own tokenizer; nothing is written.
 """
 import dataclasses
 import os
 
-import jax
-import jax.numpy as jnp
-
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config, transformer
-from moe_jax.train import checkpoint
 from moe_jax.upcycle import transition
+from moe_jax.workdir import checkpoint
 
 
 @dataclasses.dataclass
@@ -28,12 +25,6 @@ class Loaded:
   tokenizer: object
   step: int
   path: str             # the step directory
-
-
-def abstract_params(cfg):
-  model = transformer.Transformer(cfg)
-  return jax.eval_shape(
-      lambda: model.init(jax.random.key(0), jnp.zeros((1, 1), jnp.int32))['params'])
 
 
 def load(ckpt, config=None):
@@ -47,8 +38,7 @@ def load(ckpt, config=None):
   config = config.copy_and_resolve_references()
   tokenizer = pipeline.tokenizer_for(config, os.path.dirname(directory), train=False)
   config.model.vocab_size = config.model.vocab_size or tokenizer.vocab_size
-  cfg = model_config.ModelConfig.from_config(config)
-  params = manager.restore(step, abstract_params(cfg))['params']
+  model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+  params = manager.restore(step, transformer.abstract_params(model, 1))['params']
   manager.close()
-  return Loaded(config, transformer.Transformer(cfg), params, tokenizer, int(step),
-                os.path.join(directory, str(step)))
+  return Loaded(config, model, params, tokenizer, int(step), os.path.join(directory, str(step)))

@@ -9,7 +9,7 @@ The directory holds config.json, generation_config.json, model.safetensors
 for Qwen3-MoE) and the tokenizer (tokenizer.json, tokenizer_config.json; our
 byte tokenizer becomes an equivalent byte-level tokenizer.json). What the
 architecture cannot express is refused by moe_jax/interop/archs.py before
-anything is written. The MoE layers compute dropless in
+the params are read. The MoE layers compute dropless in
 transformers, which is our `ragged` dispatch; a model run with capacity-factor
 dispatch (`einsum`) differs there exactly when it drops tokens.
 """
@@ -21,8 +21,11 @@ import tokenizers
 
 from moe_jax.data import pipeline
 from moe_jax.data import tokenizer as tokenizer_lib
-from moe_jax.eval import restore
+from moe_jax.errors import ConfigError
 from moe_jax.interop import archs, layout, safetensors_io, staging, tokens
+from moe_jax.models import config as model_config, transformer
+from moe_jax.upcycle import transition
+from moe_jax.workdir import checkpoint
 
 
 @dataclasses.dataclass
@@ -69,9 +72,22 @@ def hf_files(config, params, arch, tok):
 def export_checkpoint(ckpt, out, arch='auto', overwrite=False):
   """Writes the transformers directory `out`; returns a summary."""
   out = staging.check(out, overwrite, '--out')
-  loaded = restore.load(ckpt)
-  target = archs.pick(loaded.config, arch)
-  files = hf_files(loaded.config, loaded.params, target, loaded.tokenizer)
+  directory, step = checkpoint.resolve(ckpt)
+  manager = checkpoint.Manager(directory, async_save=False, read_only=True)
+  step = manager.latest_step() if step is None else step
+  if step is None:
+    raise ConfigError(f'no checkpoint in {directory}')
+  # The model at that step (the grown one past an in-run upcycle).
+  config = transition.config_at(checkpoint.workdir_config(ckpt), step)
+  config = config.copy_and_resolve_references()
+  tok = pipeline.tokenizer_for(config, os.path.dirname(directory), train=False)
+  config.model.vocab_size = config.model.vocab_size or tok.vocab_size
+  target = archs.pick(config, arch)   # refusals before the params are read
+  model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+  params = manager.restore(step, transformer.abstract_params(model, 1))['params']
+  manager.close()
+  files = hf_files(config, params, target, tok)
   with staging.staged(out) as tmp:
     files.write(tmp)
-  return dict(out=out, arch=target.name, ckpt=loaded.path, tensors=len(files.tensors))
+  return dict(out=out, arch=target.name, ckpt=os.path.join(directory, str(step)),
+              tensors=len(files.tensors))

@@ -12,7 +12,6 @@ moe_jax/data/tokenizer.py reads with the model's own BOS / EOS / padding.
 Everything is read and checked before anything is written; the workdir is
 built in a temporary sibling and renamed into place.
 """
-import json
 import os
 
 import jax
@@ -21,10 +20,9 @@ import jax.numpy as jnp
 from moe_jax.data import pipeline
 from moe_jax.data.tokenizer import SPECIALS_FILE
 from moe_jax.errors import ConfigError
-from moe_jax.eval import restore
 from moe_jax.interop import archs, gguf_io, layout, safetensors_io, staging, tokens
-from moe_jax.models import config as model_config
-from moe_jax.train import checkpoint
+from moe_jax.models import config as model_config, transformer
+from moe_jax.workdir import checkpoint, files
 
 
 def read(src):
@@ -53,7 +51,7 @@ def convert(src, base_config):
   if config.data.bpe_vocab_size > cfg.vocab_size:
     raise ConfigError(f'the tokenizer has {config.data.bpe_vocab_size} tokens, more than the '
                       f'model\'s vocab_size={cfg.vocab_size}')
-  params = layout.from_hf(arch, tensors, restore.abstract_params(cfg), tied=cfg.tie_embeddings)
+  params = layout.from_hf(arch, tensors, transformer.abstract_params(transformer.Transformer(cfg), 1), tied=cfg.tie_embeddings)
   return config, params, tok, specials, arch
 
 
@@ -62,11 +60,9 @@ def import_checkpoint(src, workdir, base_config, overwrite=False):
   workdir = staging.check(workdir, overwrite, '--workdir')
   config, params, tok, specials, arch = convert(src, base_config)
   with staging.staged(workdir) as tmp:
-    with open(os.path.join(tmp, 'config.json'), 'w') as f:
-      json.dump(config.to_dict(), f, indent=2)
+    files.write_config(tmp, config)
     tok.save(os.path.join(tmp, pipeline.TOKENIZER_FILE))
-    with open(os.path.join(tmp, SPECIALS_FILE), 'w') as f:
-      json.dump(specials, f, indent=2)
+    files.write_json(os.path.join(tmp, SPECIALS_FILE), specials)
     out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
     out.save(0, jax.tree.map(jnp.asarray, params),
              meta=dict(imported_from=os.path.abspath(src), arch=arch, config=config.to_dict()))

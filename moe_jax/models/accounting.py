@@ -37,6 +37,10 @@ class Counts:
 def counts(cfg):
   d, m = cfg.d_model, cfg.moe
   attn = d * cfg.num_heads * cfg.head_dim * 2 + d * cfg.num_kv_heads * cfg.head_dim * 2
+  if cfg.qkv_bias:
+    attn += (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim
+  if cfg.qk_norm:
+    attn += 2 * cfg.head_dim
   norms = 2 * d
   dense_layer = attn + 3 * d * cfg.d_ff + norms
   router = d * m.num_experts + (m.num_experts if m.use_bias else 0)

@@ -36,13 +36,15 @@ def test_accounting_counts_the_param_tree(name):
   assert _tree_size(cfg) == accounting.counts(cfg).total
 
 
-@pytest.mark.parametrize('moe,tie', [
-    (dict(num_experts=4, num_shared_experts=2, use_bias=True, every=2), True),
-    (dict(num_experts=4, router='hash', d_ff=24, first_dense=1), False)])
-def test_accounting_counts_variants(moe, tie):
+@pytest.mark.parametrize('moe,tie,model', [
+    (dict(num_experts=4, num_shared_experts=2, use_bias=True, every=2), True, {}),
+    (dict(num_experts=4, router='hash', d_ff=24, first_dense=1), False, {}),
+    (dict(num_experts=0), False, dict(qk_norm=True, qkv_bias=True))])
+def test_accounting_counts_variants(moe, tie, model):
   config = common.base()
   config.model.vocab_size = 97
   config.model.tie_embeddings = tie
+  config.model.update(model)
   config.moe.update(moe)
   cfg = model_config.ModelConfig.from_config(config)
   assert _tree_size(cfg) == accounting.counts(cfg).total
