@@ -27,9 +27,9 @@ setuptools.setup(
     ],
     extras_require={
         # The interop tests read safetensors fixtures and write GGUF files.
-        'test': ['pytest', 'pytest-xdist', 'safetensors>=0.4', 'gguf>=0.17'],
+        'test': ['pytest', 'pytest-xdist', 'safetensors>=0.4', 'gguf>=0.19'],
         # moe_jax.interop: safetensors checkpoints, GGUF files (never torch).
-        'hf': ['safetensors>=0.4', 'gguf>=0.17'],
+        'hf': ['safetensors>=0.4', 'gguf>=0.19'],
         'xm': ['xmanager>=0.8.5'],  # python -m experiments.launch --backend=xm
         'notebook': ['jupyter'],
     },

@@ -24,10 +24,12 @@ def reference(name):
 
 def base_config():
   config = common.base()
-  config.update(seq_len=32, batch_size=4, eval_batches=1)
+  config.update(seq_len=32, batch_size=8, eval_batches=1)
   return config
 
 
-def logits(config, params, tokens):
+def logits(config, params, tokens, batch=None):
+  """Our logits; with a packed `batch`, under its segment ids and positions."""
   model = transformer.Transformer(model_config.ModelConfig.from_config(config))
-  return np.asarray(model.apply({'params': params}, jnp.asarray(tokens))[0])
+  kw = dict(segment_ids=batch['segment_ids'], positions=batch['positions']) if batch else {}
+  return np.asarray(model.apply({'params': params}, jnp.asarray(tokens), **kw)[0])

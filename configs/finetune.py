@@ -1,0 +1,42 @@
+"""Train on from an existing workdir: an imported pretrained model, an upcycled one, any run.
+
+  python -m moe_jax.main --config=configs/finetune.py:ckpt=/tmp/smollm2,steps=200 --workdir=/tmp/smollm2_ft
+
+The model, MoE, data and tokenizer settings, seq_len and batch_size come from
+the source workdir's config.json; training starts from its newest
+checkpoint's params (`init_from`) with a fresh optimizer, and reads the
+tokenizer from there (`data.tokenizer_path`, with the tokenizer_config.json
+beside it), so the new workdir tokenises exactly as the source did. `steps`
+and `lr` are the run's length and peak learning rate; any other key can be
+overridden with --config.KEY=VALUE.
+"""
+import os
+
+from configs import common
+from moe_jax.upcycle import transition
+from moe_jax.workdir import checkpoint
+
+
+def get_config(arg=None):
+  arg = common.parse_arg(arg, ckpt='', steps=100, lr=1e-4)
+  if not arg.ckpt:
+    raise ValueError('configs/finetune.py needs the source workdir: finetune.py:ckpt=DIR')
+  directory, step = checkpoint.resolve(arg.ckpt)
+  if step is None:
+    manager = checkpoint.Manager(directory, async_save=False, read_only=True)
+    step = manager.latest_step() or 0
+    manager.close()
+  # The model at that step: the grown one if the source upcycled in-run.
+  saved = transition.config_at(checkpoint.workdir_config(arg.ckpt), step)
+  config = common.base()
+  for group in ('model', 'moe', 'data'):
+    config[group].update(saved[group])
+  config.seq_len, config.batch_size = saved.seq_len, saved.batch_size
+  config.init_from = arg.ckpt
+  workdir = os.path.dirname(directory)
+  if config.data.tokenizer == 'bpe' and not config.data.tokenizer_path:
+    config.data.tokenizer_path = os.path.join(workdir, 'tokenizer.json')
+  config.total_steps = arg.steps
+  config.opt.update(lr=arg.lr, warmup_steps=min(50, arg.steps // 10))
+  config.eval_every_steps = config.checkpoint_every_steps = arg.steps
+  return config
