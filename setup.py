@@ -31,6 +31,9 @@ setuptools.setup(
         # moe_jax.interop: safetensors checkpoints, GGUF files (never torch).
         'hf': ['safetensors>=0.4', 'gguf>=0.19'],
         'xm': ['xmanager>=0.8.5'],  # python -m experiments.launch --backend=xm
+        # Only to compare with transformers: tests/interop/make_fixtures.py and
+        # the slow SmolLM2 test. moe_jax never imports torch.
+        'reference': ['torch', 'transformers>=5', 'accelerate'],
         'notebook': ['jupyter'],
     },
 )

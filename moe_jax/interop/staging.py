@@ -29,6 +29,9 @@ def check(dst, overwrite, flag):
 @contextlib.contextmanager
 def staged(dst):
   tmp = tempfile.mkdtemp(prefix=os.path.basename(dst) + '.tmp-', dir=os.path.dirname(dst))
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(tmp, 0o777 & ~umask)   # mkdtemp's 0700 would outlive the rename
   try:
     yield tmp
     old = None
