@@ -21,11 +21,8 @@ def get_config(arg=None):
   arg = common.parse_arg(arg, ckpt='', steps=100, lr=1e-4)
   if not arg.ckpt:
     raise ValueError('configs/finetune.py needs the source workdir: finetune.py:ckpt=DIR')
-  directory, step = checkpoint.resolve(arg.ckpt)
-  if step is None:
-    manager = checkpoint.Manager(directory, async_save=False, read_only=True)
-    step = manager.latest_step() or 0
-    manager.close()
+  manager, step, directory = checkpoint.open_step(arg.ckpt)
+  manager.close()
   # The model at that step: the grown one if the source upcycled in-run.
   saved = transition.config_at(checkpoint.workdir_config(arg.ckpt), step)
   config = common.base()

@@ -11,7 +11,6 @@ import dataclasses
 import os
 
 from moe_jax.data import pipeline
-from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config, transformer
 from moe_jax.upcycle import transition
 from moe_jax.workdir import checkpoint
@@ -29,11 +28,7 @@ class Loaded:
 
 def load(ckpt, config=None):
   """Loaded of CKPT; `config` overrides the workdir's config.json."""
-  directory, step = checkpoint.resolve(ckpt)
-  manager = checkpoint.Manager(directory, async_save=False, read_only=True)
-  step = manager.latest_step() if step is None else step
-  if step is None:
-    raise ConfigError(f'no checkpoint in {directory}')
+  manager, step, directory = checkpoint.open_step(ckpt)
   config = transition.config_at(config or checkpoint.workdir_config(ckpt), step)
   config = config.copy_and_resolve_references()
   tokenizer = pipeline.tokenizer_for(config, os.path.dirname(directory), train=False)

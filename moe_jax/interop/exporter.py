@@ -21,11 +21,10 @@ import tokenizers
 
 from moe_jax.data import pipeline
 from moe_jax.data import tokenizer as tokenizer_lib
-from moe_jax.errors import ConfigError
-from moe_jax.interop import archs, layout, safetensors_io, staging, tokens
+from moe_jax.interop import archs, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
 from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint
+from moe_jax.workdir import checkpoint, staging
 
 
 @dataclasses.dataclass
@@ -72,11 +71,7 @@ def hf_files(config, params, arch, tok):
 def export_checkpoint(ckpt, out, arch='auto', overwrite=False):
   """Writes the transformers directory `out`; returns a summary."""
   out = staging.check(out, overwrite, '--out')
-  directory, step = checkpoint.resolve(ckpt)
-  manager = checkpoint.Manager(directory, async_save=False, read_only=True)
-  step = manager.latest_step() if step is None else step
-  if step is None:
-    raise ConfigError(f'no checkpoint in {directory}')
+  manager, step, directory = checkpoint.open_step(ckpt)
   # The model at that step (the grown one past an in-run upcycle).
   config = transition.config_at(checkpoint.workdir_config(ckpt), step)
   config = config.copy_and_resolve_references()

@@ -20,9 +20,9 @@ import jax.numpy as jnp
 from moe_jax.data import pipeline
 from moe_jax.data.tokenizer import SPECIALS_FILE
 from moe_jax.errors import ConfigError
-from moe_jax.interop import archs, gguf_io, layout, safetensors_io, staging, tokens
+from moe_jax.interop import archs, gguf_io, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
-from moe_jax.workdir import checkpoint, files
+from moe_jax.workdir import checkpoint, files, staging
 
 
 def read(src):

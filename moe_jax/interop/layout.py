@@ -13,11 +13,10 @@ extra, or one whose shape disagrees with the config is a one-line error.
 """
 import re
 
-import jax
 import numpy as np
 
-from moe_jax import sharding
 from moe_jax.errors import ConfigError
+from moe_jax.upcycle import paths
 
 _TOP = {'embed/embedding': 'model.embed_tokens.weight', 'final_norm/scale': 'model.norm.weight',
         'lm_head': 'lm_head.weight'}
@@ -84,25 +83,10 @@ def _from_hf(path, w, shape):
   return (w.T if _is_linear(path) else w).reshape(shape)
 
 
-def _flat(tree):
-  return {sharding.path_str(p): leaf for p, leaf in jax.tree_util.tree_leaves_with_path(tree)}
-
-
-def _nest(flat):
-  out = {}
-  for path, value in flat.items():
-    *groups, leaf = path.split('/')
-    node = out
-    for g in groups:
-      node = node.setdefault(g, {})
-    node[leaf] = value
-  return out
-
-
 def to_hf(arch, params):
   """{transformers name: float32 array} of `params` (a nested dict of arrays)."""
   out = {}
-  for path, w in _flat(params).items():
+  for path, w in paths.flatten(params).items():
     w = np.asarray(w, np.float32)
     names = hf_names(arch, path, w.shape[0] if '/experts/' in path else 0)
     slices = list(w) if '/experts/' in path else [w]
@@ -118,7 +102,7 @@ def from_hf(arch, tensors, abstract_params, tied=False):
   fixes the paths and shapes. With `tied`, a stored lm_head.weight must equal
   the embedding (some checkpoints keep both).
   """
-  abstract, want = _flat(abstract_params), {}
+  abstract, want = paths.flatten(abstract_params), {}
   for path, leaf in abstract.items():
     experts = '/experts/' in path
     names = hf_names(arch, path, leaf.shape[0] if experts else 0)
@@ -132,10 +116,9 @@ def from_hf(arch, tensors, abstract_params, tied=False):
     have.discard('lm_head.weight')
   missing, extra = sorted(set(want) - have), sorted(have - set(want))
   if missing or extra:
-    more = lambda xs: ', '.join(xs[:3]) + (f' (+{len(xs) - 3} more)' if len(xs) > 3 else '')
-    raise ConfigError(f'the tensors do not match a {arch} model of this config: '
-                      + '; '.join(filter(None, [missing and f'missing {more(missing)}',
-                                                extra and f'unexpected {more(extra)}'])))
+    raise ConfigError(f'the tensors do not match a {arch} model of this config: ' + '; '.join(
+        filter(None, [missing and f'missing {paths.summary(missing, 3)}',
+                      extra and f'unexpected {paths.summary(extra, 3)}'])))
   for name, (path, shape) in want.items():
     if tuple(tensors[name].shape) != shape:
       raise ConfigError(f'tensor {name} has shape {tuple(tensors[name].shape)}; the config '
@@ -147,4 +130,4 @@ def from_hf(arch, tensors, abstract_params, tied=False):
       flat[path] = np.stack([_from_hf(path, tensors[n], leaf.shape[1:]) for n in names])
     else:
       flat[path] = _from_hf(path, tensors[hf_names(arch, path)[0]], leaf.shape)
-  return _nest(flat)
+  return paths.unflatten(flat)

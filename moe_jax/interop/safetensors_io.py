@@ -15,6 +15,7 @@ import numpy as np
 import safetensors.numpy
 
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import files
 
 INDEX = 'model.safetensors.index.json'
 SINGLE = 'model.safetensors'
@@ -55,22 +56,22 @@ def read_file(path):
 def read_dir(path):
   """(config.json dict, {tensor name: array}) of a transformers checkpoint directory,
   sharded (with model.safetensors.index.json) or not."""
-  config = read_json(os.path.join(path, 'config.json'), 'the checkpoint config')
+  config = files.read_json(os.path.join(path, 'config.json'))
   index = os.path.join(path, INDEX)
   if os.path.isfile(index):
-    weight_map = read_json(index, 'the shard index').get('weight_map') or {}
-    files = sorted(set(weight_map.values()))
-    missing = [f for f in files if not os.path.isfile(os.path.join(path, f))]
+    weight_map = files.read_json(index).get('weight_map') or {}
+    shards = sorted(set(weight_map.values()))
+    missing = [f for f in shards if not os.path.isfile(os.path.join(path, f))]
     if missing:
       raise ConfigError(f'{path}: shard(s) {", ".join(missing)} listed in {INDEX} are missing')
   else:
-    files = sorted(f for f in os.listdir(path) if f.endswith('.safetensors'))
-    if not files:
+    shards = sorted(f for f in os.listdir(path) if f.endswith('.safetensors'))
+    if not shards:
       raise ConfigError(f'{path} has no *.safetensors files (pickled .bin checkpoints are not '
                         'read; save the model with safe_serialization)')
     weight_map = None
   tensors = {}
-  for name in files:
+  for name in shards:
     shard = read_file(os.path.join(path, name))
     if weight_map is not None:
       listed = {t for t, f in weight_map.items() if f == name}
@@ -84,16 +85,6 @@ def read_dir(path):
       raise ConfigError(f'{path}: tensor {repeated[0]} is in more than one file')
     tensors.update(shard)
   return config, tensors
-
-
-def read_json(path, what):
-  if not os.path.isfile(path):
-    raise ConfigError(f'{path} ({what}) is missing')
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except ValueError as e:
-    raise ConfigError(f'{path} ({what}) is not valid JSON ({e})') from e
 
 
 def write_file(path, tensors):

@@ -11,7 +11,6 @@ special tokens (`bos_token`, `eos_token`, `pad_token`, `add_bos_token`,
   byte_level for export: our byte tokenizer as an equivalent tokenizer.json.
 `add_bos_token` is always written out, so a reader need not guess it.
 """
-import json
 import os
 
 import tokenizers
@@ -19,6 +18,7 @@ from tokenizers import AddedToken, decoders, models, pre_tokenizers
 
 from moe_jax.data import tokenizer as tokenizer_lib
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import files
 
 _CONTROL, _USER_DEFINED = 3, 4   # tokenizer.ggml.token_type values
 # tokenizer.ggml.pre -> the pre-tokenizer llama.cpp splits text with (llama-vocab.cpp).
@@ -43,13 +43,7 @@ def specials(tok, bos=None, eos=None, pad=None, add_bos=None, chat_template=None
 
 
 def _read_json(path):
-  if not os.path.isfile(path):
-    return {}
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except ValueError as e:
-    raise ConfigError(f'{path} is not valid JSON ({e})') from e
+  return files.read_json(path) if os.path.isfile(path) else {}
 
 
 def from_dir(path, hf_config):

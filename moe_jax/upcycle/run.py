@@ -14,12 +14,11 @@ is complete.
 import json
 import os
 import shutil
-import tempfile
 
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint, files, placement, run_record
+from moe_jax.workdir import checkpoint, files, placement, run_record, staging
 
 
 def _paths(src, dst, overwrite):
@@ -28,21 +27,7 @@ def _paths(src, dst, overwrite):
   dst = os.path.abspath(os.path.expanduser(dst))
   if os.path.commonpath([dst, src_workdir]) in (dst, src_workdir):
     raise ConfigError(f'--dst={dst} must lie outside --src (workdir {src_workdir})')
-  if os.path.exists(dst) and not overwrite:
-    raise ConfigError(f'--dst={dst} exists; pass --overwrite to replace it')
-  if not os.path.isdir(os.path.dirname(dst)):
-    raise ConfigError(f'the parent directory of --dst={dst} does not exist')
-  return src_dir, step, src_workdir, dst
-
-
-def _replace(tmp, dst):
-  old = None
-  if os.path.exists(dst):
-    old = tempfile.mkdtemp(prefix=os.path.basename(dst) + '.old-', dir=os.path.dirname(dst))
-    os.rename(dst, os.path.join(old, 'dst'))
-  os.rename(tmp, dst)
-  if old:
-    shutil.rmtree(old)
+  return src_dir, step, src_workdir, staging.check(dst, overwrite, '--dst')
 
 
 def upcycle_checkpoint(up_config, src, dst, overwrite=False):
@@ -66,8 +51,7 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
   manager.close()
   dst_config.upcycle.source = os.path.join(src_dir, str(step))
 
-  tmp = tempfile.mkdtemp(prefix=os.path.basename(dst) + '.tmp-', dir=os.path.dirname(dst))
-  try:
+  with staging.staged(dst) as tmp:
     # The tokenizer goes with the model; reading it from a copy keeps --src untouched.
     for name in pipeline.TOKENIZER_FILES:
       if os.path.exists(os.path.join(src_workdir, name)):
@@ -99,8 +83,4 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
                                       seed=up.seed, config=json.loads(
                                           dst_config.to_json_best_effort())))
     out.close()
-    _replace(tmp, dst)
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
   return report

@@ -123,6 +123,18 @@ class Manager:
     self._manager.close()
 
 
+def open_step(ckpt):
+  """(read-only Manager, step, checkpoints directory) of CKPT: the step it
+  names, or a workdir's newest."""
+  directory, step = resolve(ckpt)
+  manager = Manager(directory, async_save=False, read_only=True)
+  step = manager.latest_step() if step is None else step
+  if step is None:
+    manager.close()
+    raise ConfigError(f'no checkpoint in {directory}')
+  return manager, step, directory
+
+
 def restore_params(path, abstract_params):
   """Params of the checkpoint at CKPT `path` (newest step of a workdir)."""
   directory, step = resolve(path)
