@@ -24,7 +24,8 @@ from moe_jax.interop import importer
 
 _SRC = flags.DEFINE_string('src', None, 'transformers checkpoint directory or .gguf file.')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'New workdir for the imported model.')
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Run settings (default: configs/common.py).')
+_CONFIG = config_flags.DEFINE_config_file('config', None,
+                                          'Run settings (default: configs/common.py).')
 _OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Replace an existing --workdir.')
 flags.mark_flags_as_required(['src', 'workdir'])
 

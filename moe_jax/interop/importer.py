@@ -51,7 +51,8 @@ def convert(src, base_config):
   if config.data.bpe_vocab_size > cfg.vocab_size:
     raise ConfigError(f'the tokenizer has {config.data.bpe_vocab_size} tokens, more than the '
                       f'model\'s vocab_size={cfg.vocab_size}')
-  params = layout.from_hf(arch, tensors, transformer.abstract_params(transformer.Transformer(cfg), 1), tied=cfg.tie_embeddings)
+  abstract = transformer.abstract_params(transformer.Transformer(cfg), 1)
+  params = layout.from_hf(arch, tensors, abstract, tied=cfg.tie_embeddings)
   return config, params, tok, specials, arch
 
 

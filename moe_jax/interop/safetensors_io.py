@@ -37,7 +37,8 @@ def read_file(path):
     except ValueError as e:
       raise ConfigError(f'{path} has an unreadable safetensors header ({e})') from e
   header.pop('__metadata__', None)
-  data = np.memmap(path, np.uint8, 'r', offset=8 + length) if size > 8 + length else np.zeros(0, np.uint8)
+  data = (np.memmap(path, np.uint8, 'r', offset=8 + length) if size > 8 + length
+          else np.zeros(0, np.uint8))
   out = {}
   for name, info in header.items():
     dtype = _DTYPES.get(info.get('dtype'))

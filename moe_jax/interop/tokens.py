@@ -99,7 +99,8 @@ def from_gguf(meta):
   name = lambda key: (vocab_list[meta[f'tokenizer.ggml.{key}_token_id']]
                       if f'tokenizer.ggml.{key}_token_id' in meta else None)
   return tok, specials(tok, name('bos'), name('eos'), name('padding'),
-                       meta.get('tokenizer.ggml.add_bos_token'), meta.get('tokenizer.chat_template'))
+                       meta.get('tokenizer.ggml.add_bos_token'),
+                       meta.get('tokenizer.chat_template'))
 
 
 def _bytes_to_unicode():

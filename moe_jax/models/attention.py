@@ -95,9 +95,9 @@ class Attention(nn.Module):
     if not ready:  # init: the cache takes the input's shape, nothing is stored yet
       return k_BLGK, v_BLGK, segment_ids_BL, jnp.arange(length)
     i = index.value
-    k_c.value = jax.lax.dynamic_update_slice(k_c.value, k_BLGK.astype(k_c.value.dtype), (0, i, 0, 0))
-    v_c.value = jax.lax.dynamic_update_slice(v_c.value, v_BLGK.astype(v_c.value.dtype), (0, i, 0, 0))
-    seg_c.value = jax.lax.dynamic_update_slice(
-        seg_c.value, segment_ids_BL.astype(jnp.int32), (0, i))
+    write = lambda cache, new, *rest: jax.lax.dynamic_update_slice(
+        cache.value, new.astype(cache.value.dtype), (0, i, *rest))
+    k_c.value, v_c.value = write(k_c, k_BLGK, 0, 0), write(v_c, v_BLGK, 0, 0)
+    seg_c.value = write(seg_c, segment_ids_BL)
     index.value = i + length
     return k_c.value, v_c.value, seg_c.value, i + jnp.arange(length)

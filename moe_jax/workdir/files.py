@@ -74,9 +74,9 @@ def write_config(workdir, config):
 # parameter shapes, or the data stream a resumed run must continue exactly.
 SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.num_heads',
               'model.num_kv_heads', 'model.head_dim', 'model.d_ff', 'model.tie_embeddings',
-              'model.qk_norm', 'model.qkv_bias', 'moe.num_experts', 'moe.d_ff', 'moe.num_shared_experts', 'moe.every',
-              'moe.first_dense', 'moe.router', 'moe.use_bias', 'upcycle.step',
-              'upcycle.recipe', 'upcycle.factor')
+              'model.qk_norm', 'model.qkv_bias', 'moe.num_experts', 'moe.d_ff',
+              'moe.num_shared_experts', 'moe.every', 'moe.first_dense', 'moe.router',
+              'moe.use_bias', 'upcycle.step', 'upcycle.recipe', 'upcycle.factor')
 _MODEL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(model_config.ModelConfig)
                    if f.default is not dataclasses.MISSING}
 DATA_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.patterns', 'data.tokenizer',

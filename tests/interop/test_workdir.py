@@ -64,7 +64,8 @@ def test_upcycle_export_and_train_on(imported, tmp_path):
   _, dense = safetensors_io.read_dir(fixtures.path('qwen3_qk_norm'))
   _, tensors = safetensors_io.read_dir(out)
   for name, w in dense.items():
-    copies = [name.replace('mlp.', f'mlp.experts.{e}.') for e in range(4)] if '.mlp.' in name else [name]
+    copies = ([name.replace('mlp.', f'mlp.experts.{e}.') for e in range(4)] if '.mlp.' in name
+              else [name])
     for copy in copies:
       np.testing.assert_array_equal(tensors[copy], np.asarray(w, np.float32), err_msg=copy)
   with pytest.raises(ConfigError, match='--out=.* exists'):
