@@ -13,16 +13,17 @@ _PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 # (main.py, evaluate.py, cli.py, ...) and train/ sit on top and are free.
 ALLOWED = {
     'errors': set(),
+    'atomic': set(),
     'kernels': {'errors'},
     'sharding': {'errors'},
     'parallel': {'errors', 'kernels', 'sharding'},
     'models': {'errors', 'kernels', 'sharding', 'parallel'},
     'data': {'errors'},
-    'workdir': {'errors', 'sharding', 'models'},
-    'upcycle': {'errors', 'sharding', 'models', 'data', 'workdir'},
-    'eval': {'errors', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
-    'interop': {'errors', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
-    'scaling_laws': {'errors'},
+    'workdir': {'errors', 'atomic', 'sharding', 'models'},
+    'upcycle': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir'},
+    'eval': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
+    'interop': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
+    'scaling_laws': {'errors', 'atomic'},
 }
 
 

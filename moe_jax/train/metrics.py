@@ -1,10 +1,17 @@
 """Metrics sinks: tensorboardX events in DIR/tb and one JSON line per logged step
-in DIR/metrics.jsonl. Only process 0 writes."""
+in DIR/metrics.jsonl. Only process 0 writes.
+
+A line is appended whole or, if the process dies mid-write, torn at the end of
+the file; resuming rewrites the file (atomically) without torn lines or lines
+past the resumed step, so it reads like one uninterrupted run.
+"""
 import json
 import os
 
 import jax
 import numpy as np
+
+from moe_jax import atomic
 
 # Peak dense bf16 FLOP/s per device, for the MFU estimate (None: not reported).
 PEAK_FLOPS = {'H100': 989e12, 'H200': 989e12, 'A100': 312e12, 'TPU v4': 275e12,
@@ -22,16 +29,28 @@ def _plain(value):
 
 
 def _step(line):
-  """The step of a metrics.jsonl line; a torn last line (a crash mid-write) is dropped."""
+  """The step of a metrics.jsonl line, or None for a torn one (a crash mid-write)."""
   try:
-    return json.loads(line)['step']
-  except (json.JSONDecodeError, KeyError, TypeError):
-    return float('inf')
+    step = json.loads(line)['step']
+  except (ValueError, KeyError, TypeError):
+    return None
+  return step if isinstance(step, int) else None
+
+
+def kept_lines(data, resume_step):
+  """The lines of metrics.jsonl bytes `data` that a run resumed at
+  `resume_step` keeps: whole records up to that step, each newline-ended."""
+  keep = []
+  for line in data.decode('ascii', errors='replace').splitlines():   # json.dumps writes ASCII
+    step = _step(line)
+    if step is not None and step <= resume_step:
+      keep.append(line + '\n')
+  return keep
 
 
 class Writer:
-  """Appends to metrics.jsonl; on resume, first drops lines past the resumed step
-  so that the file reads like one uninterrupted run."""
+  """Appends to metrics.jsonl; on resume, first drops torn lines and lines past
+  the resumed step (an atomic rewrite: a kill leaves the old file or the new)."""
 
   def __init__(self, workdir, resume_step=0):
     self.enabled = jax.process_index() == 0
@@ -39,10 +58,11 @@ class Writer:
       return
     self._path = os.path.join(workdir, 'metrics.jsonl')
     if os.path.exists(self._path):
-      with open(self._path) as f:
-        keep = [line for line in f if _step(line) <= resume_step]
-      with open(self._path, 'w') as f:
-        f.writelines(keep)
+      with open(self._path, 'rb') as f:
+        data = f.read()
+      keep = ''.join(kept_lines(data, resume_step)).encode()
+      if keep != data:
+        atomic.write_bytes(self._path, keep)
     import tensorboardX  # pylint: disable=g-import-not-at-top
     # purge_step drops events a crashed run logged past the resumed step.
     self._tb = tensorboardX.SummaryWriter(os.path.join(workdir, 'tb'),

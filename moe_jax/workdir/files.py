@@ -6,38 +6,21 @@ one-line errors.
                parameter counts, FLOPs per token, tokens per step (written by
                the trainer at start; scaling_laws/collect reads it)
 
-A write goes to a temporary file in the same directory, is flushed to disk and
-renamed over the target, so a reader sees the old file or the new one, never a
-torn one, whenever the writer is killed.
+Writes are atomic (moe_jax/atomic.py): a reader sees the old file or the new
+one, never a torn one, whenever the writer is killed.
 """
 import dataclasses
 import json
 import os
-import tempfile
 
 import ml_collections
 
+from moe_jax.atomic import write_text
 from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config
 
 CONFIG = 'config.json'
 RUN = 'run.json'
-
-
-def write_text(path, text):
-  """Atomically replaces `path` with `text`."""
-  directory = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(prefix=f'.{os.path.basename(path)}.', suffix='.tmp', dir=directory)
-  try:
-    with os.fdopen(fd, 'w') as f:
-      f.write(text)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
 
 
 def write_json(path, record):
