@@ -1,44 +1,170 @@
-"""What every entry point shares: one-line errors instead of tracebacks."""
+"""What every entry point shares: one-line errors instead of tracebacks.
+
+Bad input (a flag, a config file or override, a path) prints `error:
+<message>` on one line and exits 2 before anything is written; a run that
+failed on its own (a diverged loss, a checkpoint the disk would not take)
+exits 1; Ctrl-C outside the training loop exits 130 with one line. These exits
+skip interpreter shutdown (os._exit, after flushing): at shutdown, reads a
+failed Orbax restore left in flight, tensorboardX's atexit flush on a full disk
+and XLA compile threads cut off by Ctrl-C each print tracebacks or crash.
+"""
+import ast
+import logging as std_logging
+import os
 import sys
+import traceback
 
 from absl import app, flags, logging
+import ml_collections
 
-from moe_jax.errors import ConfigError, NonFiniteLossError
+from moe_jax.errors import ConfigError, RunError
+
+
+def _exit(message, code):
+  print(message, file=sys.stderr)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(code)   # pylint: disable=protected-access
+
+
+def _one_line(error):
+  return ' '.join(str(error).split())
 
 
 def run_reporting_errors(fn, *args):
-  """Calls fn; a user error prints `error: <message>` and exits 2 (1 for a
-  diverged run), with no traceback."""
+  """Calls fn; a user error prints `error: <message>` and exits 2, a failed
+  run exits 1 (a diverged loss, a failed save, an OS error such as a full
+  disk), Ctrl-C exits 130; never a traceback."""
   try:
     return fn(*args)
   except ConfigError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
-  except NonFiniteLossError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(1)
+    _exit(f'error: {_one_line(e)}', 2)
+  except (RunError, OSError) as e:
+    _exit(f'error: {_one_line(e)}', 1)
+  except KeyboardInterrupt:
+    _exit('interrupted', 130)
 
 
-def _parse_flags(argv):
+def _config_flags():
+  """Names of the config-file flags (ml_collections' DEFINE_config_file)."""
+  return [name for name in flags.FLAGS if flags.FLAGS[name].flag_type() == 'config object']
+
+
+def _flag_value(argv, name):
+  """The value given to --name on the command line, or None."""
+  for i, arg in enumerate(argv):
+    for prefix in (f'--{name}=', f'-{name}='):
+      if arg.startswith(prefix):
+        return arg[len(prefix):]
+    if arg in (f'--{name}', f'-{name}') and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
+
+
+def _check_config_file(name, spec):
+  """The file behind --name=PATH[:ARG] exists, parses and defines get_config;
+  checked before ml_collections loads it, whose errors say none of this."""
+  path = spec.split(':', 1)[0]
+  where = f'--{name}={path}'
+  if not os.path.isfile(path):
+    raise ConfigError(f'{where}: no such file' if not os.path.exists(path) else
+                      f'{where}: not a file')
   try:
-    argv = flags.FLAGS(argv)
+    with open(path, 'rb') as f:
+      tree = ast.parse(f.read(), path)
+  except OSError as e:
+    raise ConfigError(f'{where}: cannot read ({e.strerror})') from None
+  except (SyntaxError, ValueError) as e:
+    line = f':{e.lineno}' if getattr(e, 'lineno', None) else ''
+    raise ConfigError(f'{where}{line}: {getattr(e, "msg", e)}') from None
+  defined = set()
+  for node in tree.body:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      defined.add(node.name)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      defined.update((a.asname or a.name).split('.')[0] for a in node.names)
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+      targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+      defined.update(t.id for t in targets if isinstance(t, ast.Name))
+  if 'get_config' not in defined:
+    raise ConfigError(f'{where}: defines no get_config(arg)')
+
+
+def _config_file_error(error, files):
+  """`--config=PATH: get_config raised ...` when `error` came out of one of
+  the config `files` ({path: flag name}), else None."""
+  frames = [f for f in traceback.extract_tb(error.__traceback__)
+            if os.path.abspath(f.filename) in files]
+  if not frames:
+    return None
+  frame = frames[-1]
+  path = os.path.abspath(frame.filename)
+  return (f'--{files[path]}={frame.filename}:{frame.lineno}: get_config raised '
+          f'{type(error).__name__}: {_one_line(error)}')
+
+
+def _parse(argv):
+  names, specs, config_files = _config_flags(), {}, {}
+  for name in names:
+    specs[name] = _flag_value(argv[1:], name)
+    if specs[name] is not None:
+      _check_config_file(name, specs[name])
+      config_files[os.path.abspath(specs[name].split(':', 1)[0])] = name
+  try:
+    rest = flags.FLAGS(argv)
   except flags.Error as e:  # bad value, missing flag, a config file that raised
     lines = [line for line in str(e).splitlines() if line.strip()]
     message = lines[0]
     if len(lines) > 1:  # the config file's own error closes its traceback
       message = f'{message.rstrip(":")}: {lines[-1].split(": ", 1)[-1]}'
-    print(f'error: {message}', file=sys.stderr)
-    sys.exit(2)
-  except (AttributeError, KeyError) as e:  # ml_collections: --config.KEY not in the config
-    overrides = ' '.join(a for a in argv[1:] if a.startswith('--config.'))
+    raise ConfigError(message) from None
+  except Exception as e:  # pylint: disable=broad-except
+    message = _config_file_error(e, config_files)
+    if message:
+      raise ConfigError(message) from None
+    if not isinstance(e, (AttributeError, KeyError)):
+      raise
+    # ml_collections: --config.KEY not in the config.
+    overrides = ' '.join(a for a in argv[1:] if a.startswith(tuple(f'--{n}.' for n in names)))
     key = str(e).splitlines()[0].strip('"\'')
-    print(f'error: config has no key {key!r} (overrides: {overrides})', file=sys.stderr)
-    sys.exit(2)
+    raise ConfigError(f'config has no key {key!r} (overrides: {overrides})') from None
+  for name in names:
+    if flags.FLAGS[name].present:
+      try:
+        value = flags.FLAGS[name].value
+        ok = isinstance(value, ml_collections.ConfigDict)
+      except OSError as e:   # ml_collections defers a failed load to the first access
+        raise ConfigError(f'--{name}: {_one_line(e)}') from None
+      if not ok:
+        raise ConfigError(f'--{name}={specs[name]}: get_config returned '
+                          f'{type(value).__name__}, not a ConfigDict')
+  if len(rest) > 1:
+    raise ConfigError(f'unexpected argument{"s" if len(rest) > 2 else ""}: '
+                      f'{" ".join(rest[1:])} (flags are --name=value)')
+  return rest
+
+
+class _QuietOrbaxErrors(std_logging.Filter):
+  """Orbax logs each failed background write with its traceback; the error
+  reaches the caller too, which reports it once."""
+
+  def filter(self, record):
+    return not (record.levelno >= std_logging.ERROR and f'{os.sep}orbax{os.sep}' in
+                record.pathname)
+
+
+def _parse_flags(argv):
+  try:
+    argv = _parse(argv)
+  except ConfigError as e:
+    _exit(f'error: {_one_line(e)}', 2)
   if not flags.FLAGS['verbosity'].present:
     logging.set_verbosity(logging.WARNING)  # Orbax logs every file it writes at INFO
+  logging.get_absl_logger().addFilter(_QuietOrbaxErrors())
   return argv
 
 
 def run_app(main):
-  """absl's app.run, with flag errors (including config overrides) on one line."""
+  """absl's app.run, with flag errors (including config overrides and the
+  config file itself) on one line."""
   app.run(main, flags_parser=_parse_flags)

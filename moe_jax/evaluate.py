@@ -7,7 +7,7 @@ CKPT is a workdir (its newest checkpoint) or one step directory. Without
 """
 import json
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from moe_jax import cli
@@ -20,8 +20,7 @@ flags.mark_flag_as_required('ckpt')
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  del argv   # cli.run_app refuses positional arguments
   result = cli.run_reporting_errors(validation.evaluate_checkpoint, _CKPT.value, _CONFIG.value,
                                     _BATCHES.value)
   print(json.dumps(result))

@@ -4,7 +4,7 @@ r"""Train or continue a model.
 
 Resumes from the newest checkpoint in DIR when there is one.
 """
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from moe_jax import cli
@@ -16,8 +16,7 @@ flags.mark_flags_as_required(['config', 'workdir'])
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  del argv   # cli.run_app refuses positional arguments
   last = cli.run_reporting_errors(trainer.train_and_evaluate, _CONFIG.value, _WORKDIR.value)
   if 'val_loss' in last:
     print(f'val_loss {last["val_loss"]:.4f} nats/token (unigram entropy of the validation '

@@ -11,7 +11,7 @@ one JSON line; DIR/upcycle_report.json keeps it.
 """
 import json
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from moe_jax import cli
@@ -25,8 +25,7 @@ flags.mark_flags_as_required(['config', 'src', 'dst'])
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  del argv   # cli.run_app refuses positional arguments
   report = cli.run_reporting_errors(run.upcycle_checkpoint, _CONFIG.value, _SRC.value,
                                     _DST.value, _OVERWRITE.value)
   print(json.dumps({k: v for k, v in report.items() if k != 'recipe'}))
