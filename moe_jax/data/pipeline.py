@@ -57,9 +57,14 @@ def documents(config, split):
 
 def tokenizer_for(config, workdir, train=True):
   """The configured tokenizer. BPE comes from data.tokenizer_path, else from
-  WORKDIR/tokenizer.json, else is trained on the training split and saved
-  there (by process 0), so a resumed run tokenises exactly as before.
-  `train=False` (readers of a finished workdir) makes that last case an error."""
+  WORKDIR/tokenizer.json, else is trained on the training split (train=True).
+
+  Nothing is written here: the trainer caches a BPE it trained at
+  `tokenizer_cache(config, workdir)` once every check of the run has passed,
+  so a resumed run tokenises exactly as before. Readers of a checkpoint
+  (evaluate, upcycle) pass train=False: a BPE trained again is not
+  guaranteed to be the one the model learned.
+  """
   d = config.data
   if d.tokenizer == 'byte':
     return ByteTokenizer()
@@ -69,7 +74,7 @@ def tokenizer_for(config, workdir, train=True):
     if not os.path.isfile(d.tokenizer_path):
       raise ConfigError(f'data.tokenizer_path: {d.tokenizer_path} does not exist')
     return BpeTokenizer.load(d.tokenizer_path)
-  cached = os.path.join(workdir, TOKENIZER_FILE) if workdir else ''
+  cached = tokenizer_cache(config, workdir)
   if cached and os.path.isfile(cached):
     tok = BpeTokenizer.load(cached)
     if tok.vocab_size > d.bpe_vocab_size:
@@ -77,13 +82,29 @@ def tokenizer_for(config, workdir, train=True):
                         f'data.bpe_vocab_size={d.bpe_vocab_size}; use a new workdir')
     return tok
   if not train:
-    raise ConfigError(f'{workdir} has no {TOKENIZER_FILE} and data.tokenizer_path is empty')
-  tok = train_bpe([doc.text for doc in documents(config, 'train')], d.bpe_vocab_size)
-  if cached and jax.process_index() == 0:
-    os.makedirs(workdir, exist_ok=True)
-    tok.save(cached + '.tmp')
-    os.replace(cached + '.tmp', cached)   # never a half-written cache
-  return tok
+    raise ConfigError(f'{cached or "the workdir"} is missing: data.tokenizer=bpe needs the '
+                      'tokenizer the model was trained with (set data.tokenizer_path)')
+  return train_bpe([doc.text for doc in documents(config, 'train')], d.bpe_vocab_size)
+
+
+def tokenizer_cache(config, workdir):
+  """WORKDIR/tokenizer.json, where a run keeps the BPE it trained (None for
+  the byte tokenizer, an explicit data.tokenizer_path or no workdir)."""
+  d = config.data
+  if d.tokenizer != 'bpe' or d.tokenizer_path or not workdir:
+    return None
+  return os.path.join(workdir, TOKENIZER_FILE)
+
+
+def resolve_vocab_size(config, tok):
+  """Sets model.vocab_size to the tokenizer's when it is 0; refuses a smaller
+  one, whose embedding the tokenizer's ids would index past."""
+  size = config.model.vocab_size
+  if not size:
+    config.model.vocab_size = tok.vocab_size
+  elif size < tok.vocab_size:
+    raise ConfigError(f'model.vocab_size={size} is smaller than the {config.data.tokenizer} '
+                      f'tokenizer\'s {tok.vocab_size} ids')
 
 
 def tokenize(docs, tok):

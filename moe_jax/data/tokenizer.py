@@ -119,6 +119,10 @@ class BpeTokenizer(_Fingerprinted):
   def save(self, path):
     self.tok.save(path)
 
+  def to_json(self):
+    """The tokenizer.json text (for a caller that writes it atomically)."""
+    return self.tok.to_str()
+
   def encode(self, text):
     return np.asarray(self.tok.encode(text, add_special_tokens=False).ids, np.int32)
 

@@ -1,15 +1,25 @@
 """train_and_evaluate(config, workdir): the whole training run, importable from a
-notebook. `moe_jax.main` is only its command-line wrapper."""
+notebook. `moe_jax.main` is only its command-line wrapper.
+
+Everything that can refuse a run is checked before its first write: config
+values, the workdir path, the tokenizer against model.vocab_size, a saved
+config.json, and the checkpoint to resume (shapes and digests, restored in
+full). A refused command leaves the workdir as it was, so the corrected one
+runs. A damaged newest checkpoint is reported and the newest intact one
+resumed; the damaged step is moved aside to `checkpoints/STEP.corrupt`.
+"""
 import os
 import signal
+import sys
 import time
 
+from absl import logging
 import jax
 import numpy as np
 import tqdm
 
 from moe_jax.data import pipeline
-from moe_jax.errors import ConfigError, NonFiniteLossError
+from moe_jax.errors import ConfigError, CorruptCheckpointError, NonFiniteLossError
 from moe_jax.models import accounting
 from moe_jax.models import config as model_config
 from moe_jax.train import config_check, metrics, program as program_lib
@@ -17,36 +27,119 @@ from moe_jax.upcycle import transition
 from moe_jax.workdir import checkpoint, files, placement, run_record
 
 
-class _Preemption:
-  """SIGTERM sets a flag; the loop saves and exits cleanly at the next step."""
+class _Interrupts:
+  """SIGTERM (preemption) and a first SIGINT (Ctrl-C) set a flag: the loop
+  saves and returns at the end of the step. A second SIGINT stops at once
+  (KeyboardInterrupt; the newest complete checkpoint stays)."""
 
   def __init__(self):
     self.requested = False
-    try:
-      self._previous = signal.signal(signal.SIGTERM, self._handle)
-    except ValueError:  # not the main thread (a notebook worker): no handler
-      self._previous = None
+    self._previous = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+      try:
+        self._previous[sig] = signal.signal(sig, self._handle)
+      except ValueError:  # not the main thread (a notebook worker): no handler
+        pass
 
-  def _handle(self, *_):
+  def _handle(self, signum, _):
+    if signum == signal.SIGINT:
+      if self.requested:
+        raise KeyboardInterrupt
+      print('\ninterrupted: saving a checkpoint after this step (Ctrl-C again to stop without '
+            'saving)', file=sys.stderr, flush=True)
     self.requested = True
 
   def restore(self):
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
 
 
-def _check_finite(pending):
+def _check_finite(pending, last_saved):
   """Raises at the first step whose loss, gradient or updated params are not finite."""
+  kept = (f'the last checkpoint before it (step {last_saved}) is kept' if last_saved is not None
+          else 'no checkpoint was saved before it')
   for step_, values in pending:
     for key in ('loss', 'grad_norm', 'param_norm'):
       if not np.isfinite(values[key]):
-        raise NonFiniteLossError(f'{key} is {values[key]} at step {step_}; stopped, the last '
-                                 'checkpoint before it is kept')
+        raise NonFiniteLossError(f'{key} is {values[key]} at step {step_}; stopped, {kept}')
 
 
 def _write_json(workdir, name, record):
   if jax.process_index() == 0:
     files.write_json(os.path.join(workdir, name), record)
+
+
+def _set_data_state(train_it, data_state, workdir, where):
+  """Resumes the iterator; a state saved under another data.worker_count
+  (grain's state differs in form) is a one-line error naming the key."""
+  try:
+    train_it.set_state(data_state)
+  except (KeyError, TypeError, ValueError, IndexError):
+    path = os.path.join(workdir, files.CONFIG)
+    saved = files.get(files.read_json(path), 'data.worker_count') if os.path.exists(path) else None
+    hint = f'; resume with --config.data.worker_count={saved}' if saved is not None else ''
+    raise ConfigError(f'{where}: its data iterator state was saved with another '
+                      f'data.worker_count{hint}') from None
+
+
+def _restore(config, dst_config, mesh, program, workdir, train_it):
+  """(program, state, step, damaged steps) from the newest intact checkpoint
+  in `workdir`, or (program, None, 0, []) when there is none. Restoring
+  reads only, so it runs before the run's first write."""
+  directory = os.path.join(workdir, checkpoint.CHECKPOINTS)
+  if not os.path.isdir(directory):
+    return program, None, 0, []
+  tau, grown, damaged = config.upcycle.step, None, []
+  manager = checkpoint.Manager(directory, async_save=False, read_only=True)
+  try:
+    for step in reversed(manager.steps()):
+      prog = program
+      if tau and step >= tau:
+        grown = grown or program_lib.build(dst_config, mesh, start_step=tau)
+        prog = grown
+      try:
+        state, data_state = program_lib.restore_state(prog, manager, step)
+      except CorruptCheckpointError as e:
+        logging.warning('%s; trying the step before it', e)
+        damaged.append((step, str(e)))
+        continue
+      if damaged:
+        logging.warning('resuming from step %d, the newest intact checkpoint', step)
+      if data_state is not None:
+        _set_data_state(train_it, data_state, workdir, f'checkpoint {directory}/{step}')
+      return prog, state, step, [s for s, _ in damaged]
+  finally:
+    manager.close()
+  if damaged:
+    raise CorruptCheckpointError(f'no intact checkpoint to resume in {directory}: '
+                                 + '; '.join(message for _, message in damaged))
+  return program, None, 0, []
+
+
+def _set_aside(directory, step):
+  """Moves a damaged step out of Orbax's sight (it lists digit names only),
+  so the run saves that step again and never keeps it over intact ones."""
+  src, dst = os.path.join(directory, str(step)), os.path.join(directory, f'{step}.corrupt')
+  n = 1
+  while os.path.exists(dst):
+    n += 1
+    dst = os.path.join(directory, f'{step}.corrupt{n}')
+  os.rename(src, dst)
+  logging.warning('moved the damaged checkpoint %s to %s', src, dst)
+
+
+def _shut_down(manager, writer, raise_errors):
+  """Waits for the last save and closes the sinks, trying each. Raises the
+  first failure (a failed save names its step) unless an error is already
+  on its way out, which is then the one reported."""
+  first = None
+  for close in (manager.wait, manager.close, writer.close):
+    try:
+      close()
+    except Exception as e:  # pylint: disable=broad-except
+      first = first or e
+  if first is not None and raise_errors:
+    raise first
 
 
 def _source(config, workdir):
@@ -75,16 +168,15 @@ def train_and_evaluate(config, workdir, stop_at=None):
   """
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
+  files.check_dir_writable(workdir, 'workdir')
   if config.mesh.distributed:
     jax.distributed.initialize()
   mesh = placement.make_mesh(config.mesh)
-  # Model errors first: a BPE tokenizer is trained and cached in the workdir.
-  model_config.ModelConfig.from_config(config, vocab_size=1)
+  model_config.ModelConfig.from_config(config, vocab_size=1)   # before a BPE is trained
   tokenizer = pipeline.tokenizer_for(config, workdir)
-  if not config.model.vocab_size:
-    config.model.vocab_size = tokenizer.vocab_size
+  pipeline.resolve_vocab_size(config, tokenizer)
   files.check_compatible(config, workdir)
-  program = program_lib.build(config, mesh)   # validates the model config before any write
+  program = program_lib.build(config, mesh)
   tau = config.upcycle.step
   dst_config = transition.target_config(config) if tau else None
   if tau >= config.total_steps:
@@ -92,38 +184,34 @@ def train_and_evaluate(config, workdir, stop_at=None):
 
   train_it = pipeline.train_iterator(config, tokenizer)
   val_batches = pipeline.eval_batches(config, tokenizer) if config.eval_every_steps else []
-  init_params = None
-  if config.init_from and not os.path.isdir(os.path.join(workdir, checkpoint.CHECKPOINTS)):
-    init_params, _ = checkpoint.restore_params(config.init_from, checkpoint.abstract_like(
-        program.abstract_state.params, program.state_shardings.params))
-
+  program, state, start, damaged = _restore(config, dst_config, mesh, program, workdir, train_it)
+  last_saved = start if state is not None else None
+  if state is None:
+    init_params = checkpoint.restore_params(config.init_from, checkpoint.abstract_like(
+        program.abstract_state.params, program.state_shardings.params))[0] if (
+            config.init_from) else None
+    state = program_lib.init_state(program, config.seed)
+    if init_params is not None:
+      state = state.replace(params=init_params)
   run_info = run_record.build(config, dst_config, _source(config, workdir))
+
+  # Every check has passed: the first write.
   os.makedirs(workdir, exist_ok=True)
+  if jax.process_index() == 0:
+    for step_ in damaged:
+      _set_aside(os.path.join(workdir, checkpoint.CHECKPOINTS), step_)
+    cache = pipeline.tokenizer_cache(config, workdir)
+    if cache and not os.path.exists(cache):
+      files.write_text(cache, tokenizer.to_json())
   _write_json(workdir, files.CONFIG, config.to_dict())
   _write_json(workdir, files.RUN, run_info)
   manager = checkpoint.Manager.for_workdir(workdir, config.ckpt)
 
-  start = manager.latest_step()
-  if start is not None:
-    if tau and start >= tau:
-      program = program_lib.build(dst_config, mesh, start_step=tau)
-    state, data_state = program_lib.restore_state(program, manager, start)
-    if data_state is not None:
-      train_it.set_state(data_state)
-  else:
-    start, state = 0, program_lib.init_state(program, config.seed)
-    if init_params is not None:
-      state = state.replace(params=init_params)
-
   writer = metrics.Writer(workdir, resume_step=start)
   peak = metrics.peak_flops(jax.devices()[0])
-  preemption = _Preemption()
-  pending, last = [], {}
+  interrupts = _Interrupts()
+  pending, last, finished = [], {}, False
   t0, t0_step = time.perf_counter(), start
-
-  def save(step_):
-    manager.save(step_, state.params, state.opt_state, train_it.get_state(),
-                 meta=dict(config=program.config.to_dict()))
 
   try:
     bar = tqdm.tqdm(range(start, config.total_steps), initial=start, total=config.total_steps,
@@ -134,7 +222,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
       done = i + 1
       pending.append((done, step_metrics))
       is_last, grow = done == config.total_steps, bool(tau) and done == tau
-      stop = preemption.requested or done == stop_at
+      stop = interrupts.requested or done == stop_at
       eval_now = bool(val_batches) and (done % config.eval_every_steps == 0 or is_last or grow)
       log = done % config.log_every_steps == 0 or is_last or eval_now
       ckpt = (config.checkpoint_every_steps and done % config.checkpoint_every_steps == 0) or (
@@ -142,7 +230,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
       if not (log or ckpt):
         continue
       pending = jax.device_get(pending)
-      _check_finite(pending)
+      _check_finite(pending, last_saved)
       last = dict(pending[-1][1])
       pending = []
       if grow:
@@ -170,16 +258,17 @@ def train_and_evaluate(config, workdir, stop_at=None):
         bar.set_postfix(loss=f'{last["loss"]:.3f}', **(
             {'val': f'{last["val_loss"]:.3f}'} if 'val_loss' in last else {}))
       if ckpt:
-        save(done)
+        manager.save(done, state.params, state.opt_state, train_it.get_state(),
+                     meta=dict(config=program.config.to_dict()))
+        last_saved = done
       if stop:
         break
     if not last and val_batches:   # nothing left to train: report the final model
       last = program_lib.evaluate(program, state.params, val_batches)
+    finished = True
   finally:
-    preemption.restore()
-    manager.wait()
-    manager.close()
-    writer.close()
+    interrupts.restore()
+    _shut_down(manager, writer, raise_errors=finished)
   if 'val_loss' in last:
     # The loss of the best context-free model: what "learned something" beats.
     last['val_unigram_entropy'] = pipeline.validation_entropy(config, tokenizer)

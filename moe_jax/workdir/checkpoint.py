@@ -66,6 +66,10 @@ def workdir_config(ckpt):
 
 
 def _first_line(error):
+  """The root cause's first line: TensorStore's says which array and why,
+  the Orbax exceptions wrapping it only where it was read."""
+  while error.__cause__ is not None:
+    error = error.__cause__
   lines = str(error).strip().splitlines()
   return lines[0] if lines else type(error).__name__
 

@@ -27,6 +27,26 @@ def write_json(path, record):
   write_text(path, json.dumps(record, indent=2) + '\n')
 
 
+def check_dir_writable(path, what):
+  """Refuses a directory `path` that cannot be created or written into: a
+  file, a path under a file, a read-only or unwritable place. Named `what`."""
+  if not path:
+    raise ConfigError(f'{what} is empty')
+  path = os.path.abspath(os.path.expanduser(path))
+  if os.path.lexists(path):
+    if not os.path.isdir(path):
+      raise ConfigError(f'{what} {path} is not a directory')
+    existing = path
+  else:
+    existing = os.path.dirname(path)
+    while not os.path.lexists(existing):
+      existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+      raise ConfigError(f'{what} {path} lies under {existing}, which is not a directory')
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise ConfigError(f'{what} {path}: {existing} is not writable')
+
+
 def read_json(path):
   """The JSON object at `path`; a missing, unreadable or malformed file is a
   one-line ConfigError naming it."""

@@ -39,7 +39,12 @@ def test_bpe_trains_caches_and_reloads(tmp_path, monkeypatch):
   config = _bpe_config(tmp_path)
   workdir = str(tmp_path / 'work')
   tok = pipeline.tokenizer_for(config, workdir)
-  assert os.path.isfile(os.path.join(workdir, 'tokenizer.json'))
+  assert not os.path.exists(workdir)   # the trainer caches it, after its checks
+  with pytest.raises(ConfigError, match='tokenizer.json is missing'):
+    pipeline.tokenizer_for(config, workdir, train=False)
+  os.makedirs(workdir)
+  with open(pipeline.tokenizer_cache(config, workdir), 'w') as f:
+    f.write(tok.to_json())
   assert 259 < tok.vocab_size <= 300
   assert (tok.pad_id, tok.bos_id, tok.eos_id) == (0, 1, 2)
   ids = tok.encode(TEXT)
@@ -88,7 +93,7 @@ def test_bpe_errors_name_the_key(tmp_path):
 
 def test_cached_bpe_larger_than_requested_is_refused(tmp_path):
   config = _bpe_config(tmp_path, vocab=300)
-  pipeline.tokenizer_for(config, str(tmp_path))
+  (tmp_path / 'tokenizer.json').write_text(pipeline.tokenizer_for(config, None).to_json())
   config.data.bpe_vocab_size = 270
   with pytest.raises(ConfigError, match='data.bpe_vocab_size=270'):
     pipeline.tokenizer_for(config, str(tmp_path))
