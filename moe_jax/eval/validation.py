@@ -1,12 +1,13 @@
 """Validation loss of a checkpoint: what `moe_jax.evaluate` prints, and the
 eval step the trainer runs at its eval steps."""
 import functools
+import math
 import os
 
 import jax
 
 from moe_jax.data import pipeline
-from moe_jax.errors import ConfigError
+from moe_jax.errors import ConfigError, NonFiniteLossError
 from moe_jax.models import config as model_config, losses, transformer
 from moe_jax.upcycle import transition
 from moe_jax.workdir import checkpoint, placement
@@ -38,30 +39,41 @@ def evaluate_checkpoint(ckpt, config=None, num_batches=None):
   """Returns dict(val_loss, val_tokens, step, ...) on the validation split.
 
   num_batches=None uses config.eval_batches; 0 uses the whole split. A
-  checkpoint past an in-run upcycle is evaluated as the grown model.
+  checkpoint past an in-run upcycle is evaluated as the grown model. Reads
+  only: a BPE run's tokenizer.json must be in the workdir (or named by
+  data.tokenizer_path), never trained here. A damaged step or a non-finite
+  loss is an error naming the step.
   """
+  if num_batches is not None and num_batches < 0:
+    raise ConfigError(f'--batches={num_batches} must be >= 0 (0: the whole validation split)')
   directory, step = checkpoint.resolve(ckpt)
   manager = checkpoint.Manager(directory, async_save=False, read_only=True)
-  step = manager.latest_step() if step is None else step
-  if step is None:
-    raise ConfigError(f'no checkpoint in {directory}')
-  config = transition.config_at(config or checkpoint.workdir_config(ckpt), step)
-  config = config.copy_and_resolve_references()
-  if num_batches:
-    config.eval_batches = num_batches
-  workdir = os.path.dirname(directory)
-  tokenizer = pipeline.tokenizer_for(config, workdir)
-  if not config.model.vocab_size:
-    config.model.vocab_size = tokenizer.vocab_size
-  mesh = placement.make_mesh(config.mesh)
-  model = transformer.Transformer(model_config.ModelConfig.from_config(config))
-  abstract = transformer.abstract_params(model, config.seq_len)
-  shardings = placement.param_shardings(abstract, mesh, config.mesh)
-  batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
-  params = manager.restore(step, checkpoint.abstract_like(abstract, shardings))['params']
-  manager.close()
-  batches = pipeline.eval_batches(config, tokenizer, full=num_batches == 0)
+  try:
+    step = manager.latest_step() if step is None else step
+    if step is None:
+      raise ConfigError(f'no checkpoint in {directory}')
+    where = f'checkpoint {directory}/{step}'
+    config = transition.config_at(config or checkpoint.workdir_config(ckpt), step)
+    config = config.copy_and_resolve_references()
+    if num_batches:
+      config.eval_batches = num_batches
+    tokenizer = pipeline.tokenizer_for(config, os.path.dirname(directory), train=False)
+    pipeline.resolve_vocab_size(config, tokenizer)
+    mesh = placement.make_mesh(config.mesh)
+    model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+    abstract = transformer.abstract_params(model, config.seq_len)
+    shardings = placement.param_shardings(abstract, mesh, config.mesh)
+    batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
+    batches = pipeline.eval_batches(config, tokenizer, full=num_batches == 0)
+    if not batches:
+      raise ConfigError(f'eval_batches={config.eval_batches}: no validation batches to '
+                        'evaluate (pass --batches=N, or 0 for the whole split)')
+    params = manager.restore(step, checkpoint.abstract_like(abstract, shardings))['params']
+  finally:
+    manager.close()
   eval_fn = placement.on_mesh(mesh, jit_eval_step(model, shardings, batch_sharding))
   result = mean_loss(eval_fn, params, batches, batch_sharding)
+  if not math.isfinite(result['val_loss']):
+    raise NonFiniteLossError(f'{where}: val_loss is {result["val_loss"]}')
   return dict(result, step=int(step), ckpt=os.path.join(directory, str(step)),
               devices=jax.device_count())
