@@ -6,28 +6,45 @@
   -> a new workdir at --dst with config.json, tokenizer, a step-0 checkpoint
      (params only: training starts a fresh optimizer state) and the report.
 
---src is only read. --dst is built in a temporary sibling directory and
-renamed into place at the end, so it appears whole or not at all; an existing
---dst is refused unless `overwrite`, and then replaced only after the new one
-is complete.
+--src is only read, and --dst may not overlap it, through symbolic links
+either (compared as real paths). --dst is built in a staging directory beside
+it and renamed into place at the end (workdir/staging.py), so it appears whole
+or not at all; an existing --dst is refused unless `overwrite`, and then
+replaced only after the new one is complete. A run killed on the way is
+cleaned up, or its replacement finished, by the next one (which says so).
+Otherwise every check (paths, configs, the source's digests, a finite report)
+passes before anything is written.
 """
 import json
+import math
 import os
 import shutil
 
 from moe_jax.data import pipeline
-from moe_jax.errors import ConfigError
+from moe_jax.errors import ConfigError, NonFiniteLossError
 from moe_jax.upcycle import transition
 from moe_jax.workdir import checkpoint, files, placement, run_record, staging
 
 
 def _paths(src, dst, overwrite):
+  """(checkpoints dir, step, source workdir, dst): dst as staging.resolve
+  gives it, outside the source workdir (both compared as real paths)."""
   src_dir, step = checkpoint.resolve(src)
   src_workdir = os.path.dirname(src_dir)
-  dst = os.path.abspath(os.path.expanduser(dst))
-  if os.path.commonpath([dst, src_workdir]) in (dst, src_workdir):
-    raise ConfigError(f'--dst={dst} must lie outside --src (workdir {src_workdir})')
+  if dst:
+    target, real_src = staging.resolve(dst), os.path.realpath(src_workdir)
+    for path in (target, os.path.realpath(target)):
+      if os.path.commonpath([path, real_src]) in (path, real_src):
+        raise ConfigError(f'--dst={dst} ({path}) must lie outside --src (workdir {real_src})')
   return src_dir, step, src_workdir, staging.check(dst, overwrite, '--dst')
+
+
+def _check_report(report, where):
+  bad = {k: v for k, v in report.items() if isinstance(v, float) and not math.isfinite(v)}
+  if bad:
+    raise NonFiniteLossError(f'{where}: the function-preservation report is not finite ('
+                             + ', '.join(f'{k}={v}' for k, v in bad.items())
+                             + '); nothing was written')
 
 
 def upcycle_checkpoint(up_config, src, dst, overwrite=False):
@@ -35,49 +52,52 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
   into a new workdir `dst`; returns the preservation report."""
   src_dir, step, src_workdir, dst = _paths(src, dst, overwrite)
   manager = checkpoint.Manager(src_dir, async_save=False, read_only=True)
-  step = manager.latest_step() if step is None else step
-  if step is None:
-    raise ConfigError(f'no checkpoint in {src_dir}')
-  # The source's model at that step (the grown one if it was upcycled in-run).
-  config = transition.config_at(checkpoint.workdir_config(src), step)
-  config.upcycle = up_config
-  config.upcycle.step = 0
-  dst_config = transition.target_config(config)
-  mesh = placement.make_mesh(config.mesh)
-
-  src_abstract = transition.abstract_params(config)
-  src_shardings = placement.param_shardings(src_abstract, mesh, config.mesh)
-  params = manager.restore(step, checkpoint.abstract_like(src_abstract, src_shardings))['params']
-  manager.close()
+  try:
+    step = manager.latest_step() if step is None else step
+    if step is None:
+      raise ConfigError(f'no checkpoint in {src_dir}')
+    # The source's model at that step (the grown one if it was upcycled in-run).
+    config = transition.config_at(checkpoint.workdir_config(
+        src, ' (--src must be a workdir, or a step inside one)'), step)
+    config.upcycle = up_config
+    config.upcycle.step = 0
+    dst_config = transition.target_config(config)
+    tokenizer = pipeline.tokenizer_for(config, src_workdir, train=False)
+    pipeline.resolve_vocab_size(config, tokenizer)
+    mesh = placement.make_mesh(config.mesh)
+    src_abstract = transition.abstract_params(config)
+    src_shardings = placement.param_shardings(src_abstract, mesh, config.mesh)
+    params = manager.restore(step, checkpoint.abstract_like(src_abstract, src_shardings))['params']
+  finally:
+    manager.close()
   dst_config.upcycle.source = os.path.join(src_dir, str(step))
 
+  up = config.upcycle
+  score_batches = ()
+  if up.args.get('allocation') == 'utility':
+    it = pipeline.train_iterator(config, tokenizer)
+    score_batches = [next(it) for _ in range(up.utility_batches)]
+  dst_abstract = transition.abstract_params(dst_config)
+  dst_shardings = placement.param_shardings(dst_abstract, mesh, config.mesh)
+  dst_params, recipe, scores = transition.apply(config, dst_config, params, score_batches,
+                                                dst_shardings)
+  report_batches = pipeline.eval_batches(config, tokenizer)[:up.report_batches]
+  report = transition.preservation_report(config, dst_config, params, dst_params,
+                                          report_batches)
+  _check_report(report, f'checkpoint {dst_config.upcycle.source}')
+  report = dict(report, source=dst_config.upcycle.source, recipe=recipe.describe(),
+                seed=up.seed)
+  source = run_record.source_info(dst_config.upcycle.source)
+
   with staging.staged(dst) as tmp:
-    # The tokenizer goes with the model; reading it from a copy keeps --src untouched.
-    for name in pipeline.TOKENIZER_FILES:
+    for name in pipeline.TOKENIZER_FILES:   # the tokenizer goes with the model
       if os.path.exists(os.path.join(src_workdir, name)):
         shutil.copy(os.path.join(src_workdir, name), tmp)
-    tokenizer = pipeline.tokenizer_for(config, tmp)
-    up = config.upcycle
-    score_batches = ()
-    if up.args.get('allocation') == 'utility':
-      it = pipeline.train_iterator(config, tokenizer)
-      score_batches = [next(it) for _ in range(up.utility_batches)]
-    dst_abstract = transition.abstract_params(dst_config)
-    dst_shardings = placement.param_shardings(dst_abstract, mesh, config.mesh)
-    dst_params, recipe, scores = transition.apply(config, dst_config, params, score_batches,
-                                                  dst_shardings)
-    report_batches = pipeline.eval_batches(config, tokenizer)[:up.report_batches]
-    report = transition.preservation_report(config, dst_config, params, dst_params,
-                                            report_batches)
-    report = dict(report, source=dst_config.upcycle.source, recipe=recipe.describe(),
-                  seed=up.seed)
-
     files.write_config(tmp, dst_config)
     files.write_json(os.path.join(tmp, 'upcycle_report.json'), report)
     if scores:
       files.write_json(os.path.join(tmp, 'upcycle_scores.json'), scores)
-    run_record.write(tmp, run_record.build(dst_config, source=run_record.source_info(
-        dst_config.upcycle.source)))
+    run_record.write(tmp, run_record.build(dst_config, source=source))
     out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
     out.save(0, dst_params, meta=dict(upcycled_from=report['source'], recipe=up.recipe,
                                       seed=up.seed, config=json.loads(
