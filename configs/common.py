@@ -112,6 +112,7 @@ def data():
   return ml_collections.ConfigDict(dict(
       source='shakespeare',  # shakespeare | text_files
       patterns='',           # text_files: comma-separated glob patterns
+      encoding='',           # text_files: '' detects each file's (moe_jax/data/corpus.py)
       tokenizer='byte',      # byte | bpe
       bpe_vocab_size=4096,
       tokenizer_path='',     # bpe: an existing tokenizer.json

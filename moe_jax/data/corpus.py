@@ -14,8 +14,17 @@ Two sources (`data.source`):
   (`_Exit_`) stay: they are the only marks that tell verse, speaker and
   direction apart.
 * `text_files`: `data.patterns`, comma-separated glob patterns (`**` recursive);
-  each file is one document. Bytes that are not UTF-8 are decoded with
-  `errors='replace'` (U+FFFD) and a warning naming the file, not a crash.
+  each file is one document, decoded by `data.encoding` when it is set (a
+  file that does not decode is an error naming it and the byte), else by
+  the file's own encoding, detected per file and deterministically (the
+  same bytes always give the same text, so a resumed run reads what it read
+  before): a BOM (UTF-8, UTF-16, UTF-32) says it; else UTF-8 if the bytes
+  are valid UTF-8; else, if they hold no valid multi-byte UTF-8 sequence at
+  all, an 8-bit legacy file, read as Windows-1252 (the superset of latin-1
+  that Western text in the wild mostly is; latin-1 if a byte cp1252 leaves
+  undefined occurs), so accented characters survive; else a damaged UTF-8
+  file, whose bad bytes read as U+FFFD. Both guesses warn, naming files.
+  Other legacy encodings (cp1251, Shift-JIS, ...) need `data.encoding`.
 
 The validation split holds `max(1, round(n * data.val_fraction))` whole
 documents, chosen by ranking documents on a hash of (data.split_seed, name).
@@ -23,7 +32,9 @@ The split does not depend on the training `seed`, so runs with different seeds
 report validation loss on the same text; and a document keeps its side when
 others are added, unless it falls at the cut.
 """
+import codecs
 import dataclasses
+import encodings
 import glob
 import hashlib
 import importlib.util
@@ -64,12 +75,17 @@ def shakespeare():
   return docs
 
 
-def text_files(patterns):
-  """One document per file matched by the comma-separated glob `patterns`."""
+def text_files(patterns, encoding=''):
+  """One document per file matched by the comma-separated glob `patterns`,
+  decoded by `encoding` ('' detects it per file; see the module docstring)."""
+  # The standard library's codecs only: a third-party codec search function
+  # may answer any name (one installed here does).
+  if encoding and encodings.search_function(encoding.lower()) is None:
+    raise ConfigError(f'data.encoding={encoding!r} is not a known text encoding')
   patterns = [p.strip() for p in patterns.split(',') if p.strip()]
   if not patterns:
     raise ConfigError('data.patterns is empty; data.source=text_files needs glob patterns')
-  docs, seen = [], set()
+  docs, seen, legacy = [], set(), []
   for pattern in patterns:
     paths = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True)
                    if os.path.isfile(p))
@@ -77,30 +93,68 @@ def text_files(patterns):
       raise ConfigError(f'data.patterns: {pattern!r} matches no files')
     new = [p for p in paths if p not in seen]
     seen.update(new)
-    texts = [_read(p) for p in new]
+    texts = [_read(p, encoding, legacy) for p in new]
     if new and not any(texts):
       raise ConfigError(f'data.patterns: the files matched by {pattern!r} are all empty')
     docs += [Document(p, t) for p, t in zip(new, texts) if t]
+  if legacy:
+    more = f' and {len(legacy) - 3} more' if len(legacy) > 3 else ''
+    warnings.warn(f'{len(legacy)} file(s) are not UTF-8 and were read as an 8-bit legacy '
+                  f'encoding ({", ".join(legacy[:3])}{more}); set data.encoding if that is '
+                  'wrong')
   return docs
 
 
-def _read(path):
-  with open(path, 'rb') as f:
-    raw = f.read()
+_BOMS = ((codecs.BOM_UTF32_LE, 'utf-32'), (codecs.BOM_UTF32_BE, 'utf-32'),
+         (codecs.BOM_UTF8, 'utf-8-sig'), (codecs.BOM_UTF16_LE, 'utf-16'),
+         (codecs.BOM_UTF16_BE, 'utf-16'))
+_NON_ASCII = re.compile('[^\x00-\x7f\ufffd]')
+
+
+def _read(path, encoding, legacy):
+  """The text of the file at `path`; appends `path: codec` to `legacy` when
+  it was read as an 8-bit legacy encoding."""
+  try:
+    with open(path, 'rb') as f:
+      raw = f.read()
+  except OSError as e:
+    raise ConfigError(f'data.patterns: cannot read {path} ({e.strerror})') from None
+  if encoding:
+    try:
+      return raw.decode(encoding)
+    except UnicodeDecodeError as e:
+      raise ConfigError(f'{path}: not valid {encoding} ({e.reason} at byte {e.start}); '
+                        'fix data.encoding, or leave it empty to detect it per file') from None
+  for bom, codec in _BOMS:
+    if raw.startswith(bom):
+      try:
+        return raw.decode(codec)
+      except UnicodeDecodeError:
+        break
   try:
     return raw.decode('utf-8')
   except UnicodeDecodeError as e:
-    warnings.warn(f'{path}: not valid UTF-8 ({e.reason} at byte {e.start}); '
+    error = e
+  text = raw.decode('utf-8', errors='replace')
+  if _NON_ASCII.search(text):   # real multi-byte UTF-8 around the bad bytes
+    warnings.warn(f'{path}: not valid UTF-8 ({error.reason} at byte {error.start}); '
                   'undecodable bytes read as U+FFFD')
-    return raw.decode('utf-8', errors='replace')
+    return text
+  for codec in ('cp1252', 'latin-1'):
+    try:
+      text = raw.decode(codec)
+    except UnicodeDecodeError:
+      continue
+    legacy.append(f'{path}: {codec}')
+    return text
 
 
-def load(source, patterns=''):
-  """The documents of `data.source` (`patterns` for text_files)."""
+def load(source, patterns='', encoding=''):
+  """The documents of `data.source` (`patterns` and `encoding` for text_files)."""
   if source == 'shakespeare':
     return shakespeare()
   if source == 'text_files':
-    return text_files(patterns)
+    return text_files(patterns, encoding)
   raise ConfigError(f'data.source={source!r} is not one of shakespeare, text_files')
 
 

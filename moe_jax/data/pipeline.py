@@ -43,15 +43,15 @@ _EVAL_ORDER_SEED = 0   # eval rows are sampled the same way whatever `seed` is
 
 
 @functools.lru_cache(maxsize=2)
-def _split(source, patterns, val_fraction, split_seed):
-  docs = corpus.load(source, patterns)
+def _split(source, patterns, encoding, val_fraction, split_seed):
+  docs = corpus.load(source, patterns, encoding)
   return corpus.split(docs, val_fraction, split_seed)
 
 
 def documents(config, split):
   """The `split` ('train' | 'validation') documents of config's corpus."""
   d = config.data
-  train, val = _split(d.source, d.patterns, d.val_fraction, d.split_seed)
+  train, val = _split(d.source, d.patterns, d.get('encoding', ''), d.val_fraction, d.split_seed)
   return train if split == 'train' else val
 
 
@@ -115,8 +115,8 @@ def tokenize(docs, tok):
 
 
 @functools.lru_cache(maxsize=4)
-def _packed(source, patterns, val_fraction, split_seed, split, tok, seq_len):
-  train, val = _split(source, patterns, val_fraction, split_seed)
+def _packed(source, patterns, encoding, val_fraction, split_seed, split, tok, seq_len):
+  train, val = _split(source, patterns, encoding, val_fraction, split_seed)
   rows = packing.pack(tokenize(train if split == 'train' else val, tok), seq_len, tok.pad_id)
   if not len(rows):
     raise ConfigError(f'the {split} split of data.source={source} packs into no rows')
@@ -128,7 +128,8 @@ def packed(config, tok, split):
   d = config.data
   if config.seq_len < 1:
     raise ConfigError(f'seq_len={config.seq_len} must be positive')
-  return _packed(d.source, d.patterns, d.val_fraction, d.split_seed, split, tok, config.seq_len)
+  return _packed(d.source, d.patterns, d.get('encoding', ''), d.val_fraction, d.split_seed,
+                 split, tok, config.seq_len)
 
 
 def _batch(rows, idx):

@@ -82,24 +82,28 @@ SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.nu
               'moe.use_bias', 'upcycle.step', 'upcycle.recipe', 'upcycle.factor')
 _MODEL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(model_config.ModelConfig)
                    if f.default is not dataclasses.MISSING}
-DATA_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.patterns', 'data.tokenizer',
-             'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed')
+DATA_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.patterns', 'data.encoding',
+             'data.tokenizer', 'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed')
+# Keys added after runs were written, and the value those runs had.
+_ADDED = {'data.encoding': ''}
 
 
 def get(config, dotted):
-  """config['a']['b'] for 'a.b', on a ConfigDict or a plain dict."""
+  """config['a']['b'] for 'a.b', on a ConfigDict or a plain dict (None if absent)."""
   value = config
   for part in dotted.split('.'):
-    value = value.get(part) if isinstance(value, dict) else value[part]
+    value = value.get(part) if value is not None else None
   return value
 
 
 def _saved(saved, dotted):
-  """A key of a saved config.json; one written before the key existed had its default."""
+  """A key of a config; one written before the key existed had its default."""
   value = get(saved, dotted)
   group, key = dotted.partition('.')[::2]
   if value is None and group == 'model' and key in _MODEL_DEFAULTS:
     return _MODEL_DEFAULTS[key]
+  if value is None and dotted in _ADDED:
+    return _ADDED[dotted]
   return value
 
 
@@ -112,8 +116,8 @@ def check_compatible(config, workdir):
   saved = read_json(path)
   for keys, what in ((SHAPE_KEYS, 'a model of another shape'),
                      (DATA_KEYS, 'a run on another data stream')):
-    diffs = [f'{k}: workdir {_saved(saved, k)!r} vs requested {get(config, k)!r}'
-             for k in keys if _saved(saved, k) != get(config, k)]
+    diffs = [f'{k}: workdir {_saved(saved, k)!r} vs requested {_saved(config, k)!r}'
+             for k in keys if _saved(saved, k) != _saved(config, k)]
     if diffs:
       raise ConfigError(f'workdir {workdir} holds {what} ({"; ".join(diffs)}); '
                         'use a new --workdir')

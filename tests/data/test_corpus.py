@@ -1,4 +1,5 @@
 """Corpus sources and the train/validation split by whole document."""
+import codecs
 import warnings
 
 import pytest
@@ -83,3 +84,28 @@ def test_text_files_missing_or_empty_is_a_config_error_naming_the_pattern(tmp_pa
     corpus.load('text_files', ' , ')
   with pytest.raises(ConfigError, match='data.source'):
     corpus.load('books')
+
+
+def test_text_files_detect_each_files_encoding(tmp_path):
+  text = 'Café, naïve façade: “quoted” — ok'
+  (tmp_path / 'a_latin1.txt').write_bytes('Café, naïve façade'.encode('latin-1'))
+  (tmp_path / 'b_cp1252.txt').write_bytes(text.encode('cp1252'))
+  (tmp_path / 'c_utf16.txt').write_bytes(text.encode('utf-16'))   # with its BOM
+  (tmp_path / 'd_utf8bom.txt').write_bytes(codecs.BOM_UTF8 + text.encode('utf-8'))
+  (tmp_path / 'e_utf8.txt').write_text(text, encoding='utf-8')
+  with pytest.warns(UserWarning, match=r'2 file\(s\) are not UTF-8 .*a_latin1.txt: cp1252'):
+    docs = corpus.load('text_files', f'{tmp_path}/*.txt')
+  assert [d.text for d in docs] == ['Café, naïve façade', text, text, text, text]
+
+
+def test_text_files_data_encoding_is_strict(tmp_path):
+  path = tmp_path / 'k.txt'
+  path.write_bytes('Привет'.encode('cp1251'))
+  with warnings.catch_warnings():
+    warnings.simplefilter('error')
+    (doc,) = corpus.load('text_files', str(path), 'cp1251')
+  assert doc.text == 'Привет'
+  with pytest.raises(ConfigError, match=r'k.txt: not valid utf-8 .* at byte 0'):
+    corpus.load('text_files', str(path), 'utf-8')
+  with pytest.raises(ConfigError, match="data.encoding='klingon'"):
+    corpus.load('text_files', str(path), 'klingon')
