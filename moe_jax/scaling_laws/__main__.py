@@ -9,38 +9,121 @@
 
 Every subcommand prints JSON on stdout (collect: a JSON-lines runs table);
 `--params` takes a preset (table2_dense, table2_moe, table2_upcycled) or a JSON
-file written by `fit --out`. Bad input prints `error: <message>` and exits 2.
+file written by `fit --out`. Bad input (a flag, a number that is not finite or
+out of range, a table or fit file that does not read) prints `error:
+<message>` on one line and exits 2, before any output file is written; output
+files are written atomically.
 """
 import argparse
 import json
+import math
 import os
 import sys
 
 import numpy as np
 
+from moe_jax import atomic
 from moe_jax.errors import ConfigError
-from moe_jax.scaling_laws import collect, cost, dstar, fit, forms, optimal, presets, table
+from moe_jax.scaling_laws import (collect, cost, dstar, fit, forms, optimal, plots, presets,
+                                  table)
 
 
-def _floats(text):
+class _Parser(argparse.ArgumentParser):
+  """argparse with its errors on one line (no usage text); subparsers inherit it."""
+
+  def error(self, message):
+    print(f'error: {self.prog.split()[-1]}: {message}', file=sys.stderr)
+    sys.exit(2)
+
+
+def _number(text, low=None, strict=False, high=None):
+  """`text` as a finite float within [low, high] (low excluded if strict)."""
   try:
-    return [float(v) for v in text.split(',') if v]
+    value = float(text)
   except ValueError:
-    raise ConfigError(f'expected comma-separated numbers, got {text!r}')
+    raise ConfigError(f'{text!r} is not a number') from None
+  if not math.isfinite(value):
+    raise ConfigError(f'{text!r} is not a finite number')
+  if low is not None and (value < low or (strict and value == low)):
+    raise ConfigError(f'{text!r} must be {">" if strict else ">="} {low:g}')
+  if high is not None and value > high:
+    raise ConfigError(f'{text!r} must be <= {high:g}')
+  return value
 
 
-def _assignments(items):
+def _flag_type(integer=False, **bounds):
+  """An argparse type: a finite number within `bounds` (see _number)."""
+  def parse(text):
+    try:
+      value = _number(text, **bounds)
+    except ConfigError as e:
+      raise argparse.ArgumentTypeError(str(e)) from None
+    if integer and value != int(value):
+      raise argparse.ArgumentTypeError(f'{text!r} is not an integer')
+    return int(value) if integer else value
+  return parse
+
+
+_POSITIVE = _flag_type(low=0, strict=True)
+_NON_NEGATIVE = _flag_type(low=0)
+_FRACTION = _flag_type(low=0, high=1)
+_COUNT = _flag_type(integer=True, low=0)
+_POSITIVE_COUNT = _flag_type(integer=True, low=1)
+
+
+def _floats(text, flag):
+  """Comma-separated finite positive numbers (at least one)."""
+  values = [v for v in text.split(',') if v.strip()]
+  if not values:
+    raise ConfigError(f'{flag}: expected comma-separated numbers, got {text!r}')
+  try:
+    return [_number(v, low=0, strict=True) for v in values]
+  except ConfigError as e:
+    raise ConfigError(f'{flag}: {e}') from None
+
+
+def _assignments(items, flag):
+  """{NAME: finite number} from NAME=NUMBER items (comma-separated, repeatable)."""
   out = {}
   for item in items or []:
     for part in filter(None, item.split(',')):
       key, eq, value = part.partition('=')
+      if not eq or not key:
+        raise ConfigError(f'{flag}: expected NAME=NUMBER, got {part!r}')
       try:
-        out[key] = float(value)
-      except ValueError:
-        eq = ''
-      if not eq:
-        raise ConfigError(f'expected NAME=NUMBER, got {part!r}')
+        out[key] = _number(value)
+      except ConfigError as e:
+        raise ConfigError(f'{flag}: {key}: {e}') from None
   return out
+
+
+def _check_output(path, flag, formats=None):
+  """Refuses an output path that cannot be written, before anything is computed."""
+  if path is None:
+    return
+  if not path or os.path.isdir(path):
+    raise ConfigError(f'{flag}={path!r} is not a file path')
+  parent = os.path.dirname(os.path.abspath(path))
+  if not os.path.isdir(parent):
+    raise ConfigError(f'{flag}={path}: directory {parent} does not exist')
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise ConfigError(f'{flag}={path}: directory {parent} is not writable')
+  ext = os.path.splitext(path)[1][1:].lower()
+  if formats and ext and ext not in formats:
+    raise ConfigError(f'{flag}={path}: .{ext} is not one of the formats {list(formats)}')
+
+
+def _read_fit_file(spec):
+  try:
+    with open(spec, encoding='utf-8') as f:
+      entry = json.load(f)
+  except (OSError, UnicodeDecodeError) as e:
+    raise ConfigError(f'--params {spec}: cannot read ({e})') from None
+  except json.JSONDecodeError as e:
+    raise ConfigError(f'--params {spec}: not JSON ({e.msg} at line {e.lineno})') from None
+  if not isinstance(entry, dict):
+    raise ConfigError(f'--params {spec}: expected a JSON object (a fit --out file)')
+  return entry
 
 
 def _load_params(spec, form_name=None):
@@ -48,22 +131,29 @@ def _load_params(spec, form_name=None):
   if spec in presets.PRESETS:
     entry = presets.PRESETS[spec]
   elif os.path.isfile(spec):
-    with open(spec) as f:
-      entry = json.load(f)
+    entry = _read_fit_file(spec)
     fits = entry.get('fits', [entry])
+    if not isinstance(fits, list) or not all(isinstance(e, dict) for e in fits):
+      raise ConfigError(f'--params {spec}: "fits" is not a list of objects')
     if form_name:
       fits = [e for e in fits if e.get('form') == form_name]
     elif len(fits) > 1:
       best = entry.get('best_by_loo')
       fits = [e for e in fits if e.get('form') == best] if best else fits
-    if len(fits) != 1 or 'params' not in fits[0]:
+    if len(fits) != 1 or 'params' not in fits[0] or 'form' not in fits[0]:
       raise ConfigError(f'--params {spec}: expected one fit with form and params '
                         f'(use --form to pick one)')
     entry = fits[0]
   else:
     raise ConfigError(f'--params {spec!r} is neither a preset {sorted(presets.PRESETS)} '
                       f'nor a file')
-  return forms.get(entry['form']), entry['params']
+  form, params = forms.get(entry['form']), entry['params']
+  bad = [p for p in form.params if not isinstance(params, dict) or not isinstance(
+      params.get(p), (int, float)) or not math.isfinite(params[p])]
+  if bad:
+    raise ConfigError(f'--params {spec}: parameter {bad[0]!r} of form {form.name!r} is missing '
+                      'or not a finite number')
+  return form, params
 
 
 def _plot_path(path, name, many):
@@ -72,16 +162,25 @@ def _plot_path(path, name, many):
 
 
 def cmd_fit(args):
+  names = args.form.split(',')
+  fit_forms = [forms.get(name) for name in names]
+  _check_output(args.out, '--out')
+  for name in names:
+    _check_output(args.plot and _plot_path(args.plot, name, len(names) > 1), '--plot',
+                  plots.FORMATS)
   cols = table.select(table.load(args.runs), args.kind)
-  fixed = _assignments(args.fix)
+  fixed = _assignments(args.fix, '--fix')
+  known = {p for form in fit_forms for p in form.params}
+  unknown = sorted(set(fixed) - known)
+  if unknown:
+    raise ConfigError(f'--fix {unknown[0]}: not a parameter of form {args.form!r} '
+                      f'(parameters: {", ".join(sorted(known))})')
   out = {'fits': []}
   if args.joint_e:
     e_fit = fit.joint_e(table.load(args.runs), max_inits=args.max_inits, method=args.method)
     fixed['E'] = e_fit.params['E']
     out['joint_e_fit'] = {'form': e_fit.form, 'params': e_fit.params, 'n': e_fit.n}
-  names = args.form.split(',')
-  for name in names:
-    form = forms.get(name)
+  for name, form in zip(names, fit_forms):
     result = fit.fit(form, cols, fixed={k: v for k, v in fixed.items() if k in form.params},
                      method=args.method, max_inits=args.max_inits, seed=args.seed)
     entry = {'form': name, 'equation': form.equation, 'params': result.params,
@@ -92,14 +191,12 @@ def cmd_fit(args):
       entry['ci95'] = fit.bootstrap(form, cols, result, n_boot=args.bootstrap, seed=args.seed,
                                     method=args.method)
     if args.plot:
-      from moe_jax.scaling_laws import plots   # pylint: disable=g-import-not-at-top
       plots.fit_curves(form, result.params, cols, _plot_path(args.plot, name, len(names) > 1))
     out['fits'].append(entry)
   if args.loo:
     out['best_by_loo'] = min(out['fits'], key=lambda e: e['loo_rms'])['form']
   if args.out:
-    with open(args.out, 'w') as f:
-      json.dump(out, f, indent=1)
+    atomic.write_text(args.out, json.dumps(out, indent=1))
   return out
 
 
@@ -108,7 +205,7 @@ def cmd_predict(args):
   if args.runs:
     cols = table.load(args.runs)
   else:
-    points = [_assignments([a]) for a in args.at or []]
+    points = [_assignments([a], '--at') for a in args.at or []]
     if not points:
       raise ConfigError('predict needs --runs or at least one --at')
     cols = {k: np.array([p.get(k, np.nan) for p in points]) for k in form.columns}
@@ -126,7 +223,10 @@ def cmd_dstar(args):
   if (moe_form.name, upc_form.name) != ('chinchilla', 'joint'):
     raise ConfigError(f'D* needs a chinchilla MoE law and a joint upcycled law, got '
                       f'{moe_form.name!r} and {upc_form.name!r}')
-  n1 = _floats(args.n1)
+  _check_output(args.plot, '--plot', plots.FORMATS)
+  if args.lo >= args.hi:
+    raise ConfigError(f'--lo={args.lo:g} must be below --hi={args.hi:g}')
+  n1 = _floats(args.n1, '--n1')
   rows, first = [], []
   for n in n1:
     roots = dstar.solve(moe_params, upc_params, n, lo=args.lo, hi=args.hi)
@@ -137,7 +237,6 @@ def cmd_dstar(args):
   if np.isfinite(first).sum() >= 3:
     out['eq2_shape_fit'] = dstar.fit_eq2(n1, first)
   if args.plot:
-    from moe_jax.scaling_laws import plots   # pylint: disable=g-import-not-at-top
     plots.dstar_curve(n1, first, dstar.eq2(n1), args.plot)
   return out
 
@@ -155,6 +254,8 @@ def cmd_cost(args):
       args.tau_fraction * args.T if args.tau_fraction is not None else None)
   if tau is None:
     raise ConfigError('cost needs --tau or --tau_fraction')
+  if tau > args.T:
+    raise ConfigError(f'the transition step tau={tau:g} exceeds --T={args.T:g}')
   out = cost.upcycling_cost(args.s_E, args.s_mE, args.T, tau, args.devices)
   losses = (args.loss_fixed_E, args.loss_upcycled, args.loss_fixed_mE)
   if any(v is not None for v in losses):
@@ -165,17 +266,18 @@ def cmd_cost(args):
 
 
 def cmd_collect(args):
+  _check_output(args.out, '--out')
   rows = collect.collect(args.workdirs)
   text = ''.join(json.dumps(r) + '\n' for r in rows)
   if args.out:
-    with open(args.out, 'w') as f:
-      f.write(text)
+    atomic.write_text(args.out, text)
   return text
 
 
+
 def parser():
-  p = argparse.ArgumentParser(prog='python -m moe_jax.scaling_laws', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = _Parser(prog='python -m moe_jax.scaling_laws', description=__doc__,
+              formatter_class=argparse.RawDescriptionHelpFormatter)
   sub = p.add_subparsers(dest='command', required=True)
 
   s = sub.add_parser('fit', help='fit forms to a runs table (Huber on log L, BFGS)')
@@ -186,10 +288,10 @@ def parser():
   s.add_argument('--joint_e', action='store_true',
                  help='fix E from a joint dense + moe fit of the same table (seed 002 sec. 5)')
   s.add_argument('--loo', action='store_true', help='leave-one-out RMS error (nats)')
-  s.add_argument('--bootstrap', type=int, default=0, help='resamples for 95%% intervals')
-  s.add_argument('--max_inits', type=int, default=64)
+  s.add_argument('--bootstrap', type=_COUNT, default=0, help='resamples for 95%% intervals')
+  s.add_argument('--max_inits', type=_POSITIVE_COUNT, default=64)
   s.add_argument('--method', default='BFGS', choices=('BFGS', 'L-BFGS-B'))
-  s.add_argument('--seed', type=int, default=0)
+  s.add_argument('--seed', type=_COUNT, default=0)
   s.add_argument('--plot', help='PNG path (one per form, suffixed, for several forms)')
   s.add_argument('--out', help='also write the JSON here (for --params)')
   s.set_defaults(run=cmd_fit)
@@ -205,28 +307,28 @@ def parser():
   s.add_argument('--moe', default='table2_moe', help='MoE-from-scratch chinchilla law')
   s.add_argument('--upcycled', default='table2_upcycled', help='upcycled joint law')
   s.add_argument('--n1', default='1e8,3e8,1e9,3e9,7e9,1e10,7e10', help='dense sizes N1')
-  s.add_argument('--lo', type=float, default=1e6, help='search range for D (tokens)')
-  s.add_argument('--hi', type=float, default=1e14)
+  s.add_argument('--lo', type=_POSITIVE, default=1e6, help='search range for D (tokens)')
+  s.add_argument('--hi', type=_POSITIVE, default=1e14)
   s.add_argument('--plot', help='PNG path for the D* curve')
   s.set_defaults(run=cmd_dstar)
 
   s = sub.add_parser('optimal', help='compute-optimal D2 and N1 (seed 002 eq. 14)')
   s.add_argument('--params', default='table2_upcycled', help='joint law: preset or fit JSON')
-  s.add_argument('--d1', type=float, required=True, help='dense tokens already spent')
-  s.add_argument('--c2', type=float, required=True, help='FLOPs budget of upcycled training')
-  s.add_argument('--n2_over_n1', type=float, default=optimal.MIXTRAL_N2_OVER_N1)
+  s.add_argument('--d1', type=_POSITIVE, required=True, help='dense tokens already spent')
+  s.add_argument('--c2', type=_POSITIVE, required=True, help='FLOPs budget of upcycled training')
+  s.add_argument('--n2_over_n1', type=_POSITIVE, default=optimal.MIXTRAL_N2_OVER_N1)
   s.set_defaults(run=cmd_optimal)
 
   s = sub.add_parser('cost', help='expert-upcycling cost (seed 000 eqs. 1-2) and eta (eq. 4)')
-  s.add_argument('--s_E', type=float, required=True, help='seconds per step, E experts')
-  s.add_argument('--s_mE', type=float, required=True, help='seconds per step, mE experts')
-  s.add_argument('--T', type=float, required=True, help='total steps')
-  s.add_argument('--tau', type=float, help='transition step')
-  s.add_argument('--tau_fraction', type=float, help='transition step as a fraction of T')
-  s.add_argument('--devices', type=float, default=1, help='accelerators per step')
-  s.add_argument('--loss_fixed_E', type=float)
-  s.add_argument('--loss_upcycled', type=float)
-  s.add_argument('--loss_fixed_mE', type=float)
+  s.add_argument('--s_E', type=_POSITIVE, required=True, help='seconds per step, E experts')
+  s.add_argument('--s_mE', type=_POSITIVE, required=True, help='seconds per step, mE experts')
+  s.add_argument('--T', type=_POSITIVE, required=True, help='total steps')
+  s.add_argument('--tau', type=_NON_NEGATIVE, help='transition step')
+  s.add_argument('--tau_fraction', type=_FRACTION, help='transition step as a fraction of T')
+  s.add_argument('--devices', type=_POSITIVE, default=1, help='accelerators per step')
+  s.add_argument('--loss_fixed_E', type=_POSITIVE)
+  s.add_argument('--loss_upcycled', type=_POSITIVE)
+  s.add_argument('--loss_fixed_mE', type=_POSITIVE)
   s.set_defaults(run=cmd_cost)
 
   s = sub.add_parser('collect', help='runs table (JSON lines) from moe_jax workdirs')

@@ -27,10 +27,15 @@ from moe_jax.errors import ConfigError
 
 def _read_json(path):
   try:
-    with open(path) as f:
-      return json.load(f)
+    with open(path, encoding='utf-8') as f:
+      record = json.load(f)
+  except (OSError, UnicodeDecodeError) as e:
+    raise ConfigError(f'{path}: cannot read ({e})') from None
   except json.JSONDecodeError as e:
     raise ConfigError(f'{path}: not JSON ({e.msg})') from None
+  if not isinstance(record, dict):
+    raise ConfigError(f'{path}: expected a JSON object, got {type(record).__name__}')
+  return record
 
 
 def _field(record, dotted, where):
@@ -57,16 +62,25 @@ def last_val_loss(workdir):
   if not os.path.isfile(path):
     raise ConfigError(f'workdir {workdir}: no metrics.jsonl')
   last = None
-  with open(path) as f:
-    for i, line in enumerate(f):
-      if not line.strip():
-        continue
+  try:
+    with open(path, encoding='utf-8') as f:
+      lines = f.read().splitlines()
+  except (OSError, UnicodeDecodeError) as e:
+    raise ConfigError(f'{path}: cannot read ({e})') from None
+  for i, line in enumerate(lines):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError:
+      raise ConfigError(f'{path}: line {i + 1} is not JSON') from None
+    if not isinstance(record, dict):
+      raise ConfigError(f'{path}: line {i + 1} is not a JSON object')
+    if 'val_loss' in record:
       try:
-        record = json.loads(line)
-      except json.JSONDecodeError:
-        raise ConfigError(f'{path}: line {i + 1} is not JSON')
-      if 'val_loss' in record:
         last = (int(record['step']), float(record['val_loss']))
+      except (KeyError, TypeError, ValueError):
+        raise ConfigError(f'{path}: line {i + 1}: step and val_loss must be numbers') from None
   if last is None:
     raise ConfigError(f'{path}: no record has val_loss')
   return last

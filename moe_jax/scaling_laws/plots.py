@@ -1,11 +1,25 @@
 """PNG plots: a fitted law against its runs, and the D* curve.
 
 matplotlib is imported inside the functions (Agg backend), so the rest of the
-package works without it.
+package works without it. Files are written atomically, in the format their
+extension names (FORMATS; none: PNG).
 """
+import io
+import os
+
 import numpy as np
 
+from moe_jax import atomic
 from moe_jax.scaling_laws import forms
+
+FORMATS = ('png', 'pdf', 'svg')
+
+
+def _save(plt, fig, path):
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format=os.path.splitext(path)[1][1:].lower() or 'png', dpi=120)
+  plt.close(fig)
+  atomic.write_bytes(path, buffer.getvalue())
 
 
 def _pyplot():
@@ -42,8 +56,7 @@ def fit_curves(form, params, cols, path):
   parity.plot(lim, lim, 'k--', lw=1)
   parity.set(xlabel='observed loss', ylabel='predicted loss')
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  _save(plt, fig, path)
 
 
 def dstar_curve(n1, numerical, approximation, path):
@@ -56,5 +69,4 @@ def dstar_curve(n1, numerical, approximation, path):
          ylabel='D* (B tokens)')
   ax.legend()
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  _save(plt, fig, path)

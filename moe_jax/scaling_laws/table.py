@@ -13,11 +13,13 @@ A form reads only its own columns, so a table of dense runs may leave the MoE
 columns empty; those it reads must be present, finite and positive.
 """
 import csv
+import io
 import json
 import os
 
 import numpy as np
 
+from moe_jax import atomic
 from moe_jax.errors import ConfigError
 
 COLUMNS = ('kind', 'N1', 'N2', 'N_total', 'D1', 'D2', 'P', 'n_expert', 'top_k', 'loss')
@@ -52,32 +54,65 @@ def from_rows(rows, source='runs table'):
 
 
 def load(path):
-  """Reads a .csv (header row) or .jsonl / .json (one object per line) table."""
+  """Reads a .csv (header row) or .jsonl / .json (one object per line) table,
+  UTF-8; a row that does not fit (a ragged CSV row, a line that is not a
+  JSON object) is an error naming its line."""
   if not os.path.isfile(path):
     raise ConfigError(f'runs table {path}: no such file')
-  with open(path) as f:
-    if path.endswith('.csv'):
-      rows = list(csv.DictReader(f))
-    else:
-      try:
-        rows = [json.loads(line) for line in f if line.strip()]
-      except json.JSONDecodeError as e:
-        raise ConfigError(f'runs table {path}: not JSON lines ({e.msg}, line {e.lineno})')
-  return from_rows(rows, source=f'runs table {path}')
+  try:
+    with open(path, encoding='utf-8', newline='') as f:
+      text = f.read()
+  except UnicodeDecodeError as e:
+    raise ConfigError(f'runs table {path}: not UTF-8 ({e.reason} at byte {e.start})') from None
+  except OSError as e:
+    raise ConfigError(f'runs table {path}: cannot read ({e.strerror})') from None
+  source = f'runs table {path}'
+  return from_rows(_csv_rows(text, source) if path.endswith('.csv') else _jsonl_rows(text, source),
+                   source=source)
+
+
+def _csv_rows(text, source):
+  reader = csv.reader(io.StringIO(text))
+  try:
+    header = next(reader, None)
+    rows = []
+    for values in reader:
+      if not values:
+        continue
+      if len(values) != len(header):
+        raise ConfigError(f'{source}: line {reader.line_num} has {len(values)} fields, the '
+                          f'header {len(header)}')
+      rows.append(dict(zip(header, values)))
+  except csv.Error as e:
+    raise ConfigError(f'{source}: line {reader.line_num}: {e}') from None
+  return rows
+
+
+def _jsonl_rows(text, source):
+  rows = []
+  for number, line in enumerate(text.splitlines(), 1):
+    if not line.strip():
+      continue
+    try:
+      row = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise ConfigError(f'{source}: line {number} is not JSON ({e.msg})') from None
+    if not isinstance(row, dict):
+      raise ConfigError(f'{source}: line {number} is a JSON {type(row).__name__}, not an object')
+    rows.append(row)
+  return rows
 
 
 def write(cols, path=None):
-  """Writes JSON lines (to `path`, or returns the text)."""
+  """Writes JSON lines (to `path`, atomically, or returns the text)."""
   n = len(next(iter(cols.values())))
   lines = []
   for i in range(n):
     row = {k: (v[i].item() if hasattr(v[i], 'item') else v[i]) for k, v in cols.items()}
     lines.append(json.dumps(row))
   text = '\n'.join(lines) + '\n'
-  if path is None:
-    return text
-  with open(path, 'w') as f:
-    f.write(text)
+  if path is not None:
+    atomic.write_text(path, text)
   return text
 
 

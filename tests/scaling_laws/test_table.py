@@ -35,11 +35,18 @@ def test_select_and_check(tmp_path):
 
 @pytest.mark.parametrize('text,name,match', [
     ('kind,loss\nsparse,1.0\n', 'a.csv', "kind 'sparse' is not one of"),
-    ('{"loss": 1.0}\nnot json\n', 'a.jsonl', 'not JSON lines'),
+    ('{"loss": 1.0}\nnot json\n', 'a.jsonl', 'line 2 is not JSON'),
+    ('{"loss": 1.0}\n[1, 2]\n', 'a.jsonl', 'line 2 is a JSON list, not an object'),
+    ('kind,loss\nmoe,1.0,7\n', 'a.csv', 'line 2 has 3 fields, the header 2'),
+    ('kind,loss\nmoe\n', 'a.csv', 'line 2 has 1 fields, the header 2'),
+    (b'kind,loss\nmo\xe9,1.0\n', 'a.csv', 'not UTF-8'),
     ('', 'a.jsonl', 'no rows'),
 ])
 def test_bad_tables(tmp_path, text, name, match):
-  (tmp_path / name).write_text(text)
+  if isinstance(text, bytes):
+    (tmp_path / name).write_bytes(text)
+  else:
+    (tmp_path / name).write_text(text)
   with pytest.raises(ConfigError, match=match):
     table.load(str(tmp_path / name))
   with pytest.raises(ConfigError, match='no such file'):
