@@ -113,6 +113,10 @@ def _parse(argv):
   try:
     rest = flags.FLAGS(argv)
   except flags.Error as e:  # bad value, missing flag, a config file that raised
+    for name in names:   # get_config returned None: absl then calls the flag missing
+      if specs[name] is not None and 'other than None' in str(e) and f'--{name}' in str(e):
+        raise ConfigError(f'--{name}={specs[name]}: get_config returned None, not a '
+                          'ConfigDict') from None
     lines = [line for line in str(e).splitlines() if line.strip()]
     message = lines[0]
     if len(lines) > 1:  # the config file's own error closes its traceback
@@ -154,6 +158,7 @@ class _QuietOrbaxErrors(std_logging.Filter):
 
 
 def _parse_flags(argv):
+  logging.set_verbosity(logging.ERROR)   # ml_collections warns while loading a config
   try:
     argv = _parse(argv)
   except ConfigError as e:

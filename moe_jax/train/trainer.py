@@ -87,6 +87,8 @@ def _restore(config, dst_config, mesh, program, workdir, train_it):
   in `workdir`, or (program, None, 0, []) when there is none. Restoring
   reads only, so it runs before the run's first write."""
   directory = os.path.join(workdir, checkpoint.CHECKPOINTS)
+  if os.path.lexists(directory) and not os.path.isdir(directory):
+    raise ConfigError(f'{directory} is not a directory')
   if not os.path.isdir(directory):
     return program, None, 0, []
   tau, grown, damaged = config.upcycle.step, None, []
@@ -100,11 +102,10 @@ def _restore(config, dst_config, mesh, program, workdir, train_it):
       try:
         state, data_state = program_lib.restore_state(prog, manager, step)
       except CorruptCheckpointError as e:
-        logging.warning('%s; trying the step before it', e)
         damaged.append((step, str(e)))
         continue
-      if damaged:
-        logging.warning('resuming from step %d, the newest intact checkpoint', step)
+      for _, message in damaged:
+        logging.warning('%s; resuming from step %d, the newest intact checkpoint', message, step)
       if data_state is not None:
         _set_data_state(train_it, data_state, workdir, f'checkpoint {directory}/{step}')
       return prog, state, step, [s for s, _ in damaged]
@@ -182,6 +183,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   if tau >= config.total_steps:
     raise ConfigError(f'upcycle.step={tau} must be below total_steps={config.total_steps}')
 
+  run_info = run_record.build(config, dst_config, _source(config, workdir))
   train_it = pipeline.train_iterator(config, tokenizer)
   val_batches = pipeline.eval_batches(config, tokenizer) if config.eval_every_steps else []
   program, state, start, damaged = _restore(config, dst_config, mesh, program, workdir, train_it)
@@ -193,7 +195,6 @@ def train_and_evaluate(config, workdir, stop_at=None):
     state = program_lib.init_state(program, config.seed)
     if init_params is not None:
       state = state.replace(params=init_params)
-  run_info = run_record.build(config, dst_config, _source(config, workdir))
 
   # Every check has passed: the first write.
   os.makedirs(workdir, exist_ok=True)

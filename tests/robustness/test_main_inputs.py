@@ -1,0 +1,188 @@
+"""`python -m moe_jax.main` over bad inputs: each exits 2 (1: a diverged run)
+with one `error:` line naming the key, path or value, no traceback, and
+writes nothing (the row's directory and the trained workdir hash the same)."""
+import pytest
+
+from tests.robustness import damage, harness, rows
+from tests.robustness.rows import param
+
+MOE = '--config={configs}/lm_moe.py:tiny --config.total_steps=2 --config.seq_len=16'
+NEW = f'{MOE} --workdir={{tmp}}/run'     # a new workdir
+RESUME = '--config={cfg} --workdir={copy}'  # the trained run, continued in a private copy
+
+
+def _file(relpath, data):
+  return lambda p: damage.write(p['tmp'], relpath, data)
+
+
+def _copy(fn, *args):
+  return lambda p: fn(p['copy'], *args)
+
+
+def _json(relpath, edit):
+  def setup(p):
+    damage.edit_json(p['copy'], relpath, edit)
+  return setup
+
+
+def _set(*keys_value):
+  *keys, value = keys_value
+
+  def edit(record):
+    for key in keys[:-1]:
+      record = record[key]
+    record[keys[-1]] = value
+  return edit
+
+
+def _texts(*names_data):
+  def setup(p):
+    for name, data in zip(names_data[::2], names_data[1::2]):
+      damage.write(p['tmp'], f'corpus/{name}', data)
+  return setup
+
+
+ROWS = [
+    # Flags and the command line.
+    param('stray_positional', f'{NEW} extra', r'unexpected argument: extra'),
+    param('missing_workdir_flag', MOE, r'--workdir'),
+    param('unknown_flag', f'{NEW} --wrkdir=x', r'wrkdir'),
+    # The config file.
+    param('config_missing', '--config={tmp}/nope.py --workdir={tmp}/run',
+          r'--config=.*nope.py: no such file'),
+    param('config_is_directory', '--config={tmp} --workdir={tmp}/run', r'--config=.*: not a file'),
+    param('config_syntax_error', '--config={tmp}/c.py --workdir={tmp}/run',
+          r'--config=.*c.py:1: invalid syntax', _file('c.py', 'def get_config(:\n')),
+    param('config_without_get_config', '--config={tmp}/c.py --workdir={tmp}/run',
+          r'c.py: defines no get_config', _file('c.py', 'x = 1\n')),
+    param('config_raises', '--config={tmp}/c.py --workdir={tmp}/run',
+          r'c.py:2: get_config raised RuntimeError: boom',
+          _file('c.py', 'def get_config(arg=None):\n  raise RuntimeError("boom")\n')),
+    param('config_raises_key_error', '--config={tmp}/c.py --workdir={tmp}/run',
+          r"c.py:2: get_config raised KeyError: 'nope'",
+          _file('c.py', 'def get_config(arg=None):\n  return {}["nope"]\n')),
+    param('config_returns_int', '--config={tmp}/c.py --workdir={tmp}/run',
+          r'get_config returned int, not a ConfigDict',
+          _file('c.py', 'def get_config(arg=None):\n  return 3\n')),
+    param('config_returns_none', '--config={tmp}/c.py --workdir={tmp}/run',
+          r'c.py: get_config returned None', _file('c.py', 'def get_config(arg=None):\n  pass\n')),
+    param('config_not_utf8', '--config={tmp}/c.py --workdir={tmp}/run', r'c.py:2: .*utf-8',
+          _file('c.py', b'def get_config(arg=None):\n  return "\xff\xfe"\n')),
+    param('config_bad_argument', '--config={configs}/lm_moe.py:huge --workdir={tmp}/run',
+          r"model preset 'huge' is not one of"),
+    # Overrides.
+    param('unknown_key', f'{NEW} --config.bogus=3', r"config has no key 'bogus'"),
+    param('unknown_nested_key', f'{NEW} --config.model.bogus=3', r"config has no key 'bogus'"),
+    param('override_not_a_number', f'{NEW} --config.model.d_model=abc',
+          r'--config.model.d_model=abc'),
+    param('override_of_a_group', f'{NEW} --config.model=3', r'--config.model'),
+    # Values.
+    param('total_steps_negative', f'{NEW} --config.total_steps=-1',
+          r'total_steps=-1 must be a positive integer'),
+    param('seq_len_zero', f'{NEW} --config.seq_len=0', r'seq_len=0 must be a positive integer'),
+    param('log_every_zero', f'{NEW} --config.log_every_steps=0', r'log_every_steps=0'),
+    param('eval_every_negative', f'{NEW} --config.eval_every_steps=-1', r'eval_every_steps=-1'),
+    param('keep_negative', f'{NEW} --config.ckpt.keep=-1', r'ckpt.keep=-1'),
+    param('warmup_negative', f'{NEW} --config.opt.warmup_steps=-5', r'opt.warmup_steps=-5'),
+    param('lr_zero', f'{NEW} --config.opt.lr=0', r'opt.lr=0.0 must be > 0.0'),
+    param('decay_fraction', f'{NEW} --config.opt.decay_fraction=1.5',
+          r'opt.decay_fraction=1.5 must be in \[0.0, 1.0\]'),
+    param('seed_negative', f'{NEW} --config.seed=-1', r'seed=-1 must be non-negative'),
+    param('top_k_above_experts', f'{NEW} --config.moe.top_k=9',
+          r'moe.top_k=9 must be in \[1, moe.num_experts=8\]'),
+    param('top_k_before_bpe_is_trained', f'{NEW} --config.data.tokenizer=bpe --config.moe.top_k=9',
+          r'moe.top_k=9'),
+    param('dispatch_unknown', f'{NEW} --config.moe.dispatch=fast', r"moe.dispatch='fast'"),
+    param('kv_heads', f'{NEW} --config.model.num_kv_heads=3', r'model.num_kv_heads=3'),
+    param('batch_not_divisible', f'{NEW} --config.batch_size=12', r'batch_size=12'),
+    param('experts_not_divisible_by_mesh', f'{NEW} --config.mesh.expert=3',
+          r'moe.num_experts=8 is not divisible by mesh.expert=3'),
+    param('vocab_below_tokenizer', f'{NEW} --config.model.vocab_size=10',
+          r"model.vocab_size=10 is smaller than the byte tokenizer's 259 ids"),
+    param('upcycle_step_past_end', f'{NEW} --config.upcycle.step=5 '
+          '--config.upcycle.recipe=expand_experts', r'upcycle.step=5 must be below total_steps=2'),
+    param('upcycle_recipe_unknown', f'{NEW} --config.upcycle.step=1 --config.upcycle.recipe=grow',
+          r"upcycle.recipe='grow' is not one of"),
+    param('init_from_missing', f'{NEW} --config.init_from=/no/such/ckpt',
+          r"init_from='/no/such/ckpt' does not exist"),
+    param('init_from_not_a_checkpoint', f'{NEW} --config.init_from={{tmp}}/src',
+          r'is neither a workdir, a checkpoints directory nor a step directory',
+          _file('src/notes.txt', 'hi')),
+    param('init_from_other_shape', '--config={cfg} --workdir={tmp}/run --config.init_from={wd} '
+          '--config.model.d_ff=32', r'does not match the config: .*wi_0'),
+    # Data.
+    param('text_files_without_patterns', f'{NEW} --config.data.source=text_files',
+          r'data.patterns is empty'),
+    param('patterns_match_nothing', f'{NEW} --config.data.source=text_files '
+          '--config.data.patterns={tmp}/none*.txt', r"data.patterns: '.*none\*.txt' matches no files"),
+    param('patterns_all_empty', f'{NEW} --config.data.source=text_files '
+          '--config.data.patterns={tmp}/corpus/*.txt', r'are all empty',
+          _texts('a.txt', '', 'b.txt', '')),
+    param('encoding_unknown', f'{NEW} --config.data.source=text_files '
+          '--config.data.patterns={tmp}/corpus/*.txt --config.data.encoding=klingon',
+          r"data.encoding='klingon' is not a known text encoding", _texts('a.txt', 'x', 'b.txt', 'y')),
+    param('encoding_wrong_for_a_file', f'{NEW} --config.data.source=text_files '
+          '--config.data.patterns={tmp}/corpus/*.txt --config.data.encoding=utf-8',
+          r'b.txt: not valid utf-8', _texts('a.txt', 'ok', 'b.txt', 'caf\xe9'.encode('latin-1'))),
+    param('one_document', f'{NEW} --config.data.source=text_files '
+          '--config.data.patterns={tmp}/corpus/*.txt', r'at least 2', _texts('a.txt', 'only')),
+    param('val_fraction', f'{NEW} --config.data.val_fraction=1.5', r'data.val_fraction=1.5'),
+    param('source_unknown', f'{NEW} --config.data.source=books', r"data.source='books'"),
+    param('tokenizer_unknown', f'{NEW} --config.data.tokenizer=sp', r"data.tokenizer='sp'"),
+    param('bpe_vocab_too_small', f'{NEW} --config.data.tokenizer=bpe --config.data.bpe_vocab_size=100',
+          r'data.bpe_vocab_size=100 must be at least 260'),
+    param('tokenizer_path_missing', f'{NEW} --config.data.tokenizer=bpe '
+          '--config.data.tokenizer_path={tmp}/tok.json', r'data.tokenizer_path: .*tok.json'),
+    param('tokenizer_path_not_json', f'{NEW} --config.data.tokenizer=bpe '
+          '--config.data.tokenizer_path={tmp}/tok.json', r'cannot read .*tok.json',
+          _file('tok.json', '{not json')),
+    # The workdir path.
+    param('workdir_empty', f'{MOE} --workdir=', r'workdir is empty'),
+    param('workdir_is_a_file', f'{MOE} --workdir={{tmp}}/f', r'workdir .*/f is not a directory',
+          _file('f', 'x')),
+    param('workdir_under_a_file', f'{MOE} --workdir={{tmp}}/f/run',
+          r'workdir .*/f/run lies under .*/f, which is not a directory', _file('f', 'x')),
+    param('workdir_checkpoints_is_a_file', RESUME, r'checkpoints is not a directory',
+          lambda p: (damage.remove(p['copy'], 'checkpoints'),
+                     damage.write(p['copy'], 'checkpoints', 'x'))),
+    # The workdir's own files.
+    param('workdir_of_another_shape', f'{RESUME} --config.model.d_model=64',
+          r'model.d_model: workdir 32 vs requested 64'),
+    param('workdir_of_another_stream', f'{RESUME} --config.seed=1',
+          r'another data stream \(seed: workdir 0 vs requested 1'),
+    param('config_json_malformed', RESUME, r'config.json: not JSON',
+          _copy(damage.write, 'config.json', '{"model": ')),
+    param('config_json_empty', RESUME, r'config.json: not JSON', _copy(damage.write, 'config.json', '')),
+    param('config_json_a_list', RESUME, r'config.json: expected a JSON object, got list',
+          _copy(damage.write, 'config.json', '[]')),
+    param('config_json_not_utf8', RESUME, r'config.json: cannot read',
+          _copy(damage.write, 'config.json', b'{"a": "\xff"}')),
+    param('run_json_malformed', RESUME, r'run.json: not JSON', _copy(damage.write, 'run.json', '{')),
+    # Bug 1: without config.json only the checkpoint knows the shape; the
+    # refusal must not write the requested config (tests/robustness/test_faults.py
+    # then runs the correct command).
+    param('checkpoint_of_another_shape', f'{RESUME} --config.model.d_model=64',
+          r'checkpoints/2 params does not match the config: .*embedding.*\(259, 32\) vs config '
+          r'\(259, 64\)', _copy(damage.remove, 'config.json')),
+    param('resume_with_another_worker_count', f'{RESUME} --config.data.worker_count=1',
+          r'checkpoints/2: its data iterator state was saved with another data.worker_count; '
+          r'resume with --config.data.worker_count=0'),
+    # Every checkpoint damaged: no step to fall back to.
+    param('every_checkpoint_damaged', RESUME,
+          r'no intact checkpoint to resume in .*checkpoints/2 is incomplete: no params; .*'
+          r'checkpoints/1 is incomplete: no params',
+          lambda p: [damage.remove(p['copy'], f'checkpoints/{s}/params') for s in (1, 2)]),
+]
+
+
+@pytest.mark.parametrize('row', ROWS)
+def test_main_refuses_bad_input(cli, trained, tmp_path, row):
+  rows.check(cli, 'moe_jax.main', row, tmp_path, trained)
+
+
+def test_main_refuses_a_read_only_workdir(cli, tmp_path, read_only_dir):
+  before = harness.tree_digest(tmp_path)
+  result = cli.run('moe_jax.main', *MOE.format(configs=harness.CONFIGS).split(),
+                   f'--workdir={read_only_dir}/run', cwd=tmp_path)
+  harness.assert_one_error_line(result, 2, r'workdir .*/run: .* is not writable')
+  assert harness.tree_digest(tmp_path) == before
