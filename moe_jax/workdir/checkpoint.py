@@ -140,12 +140,17 @@ class Manager:
     Some Orbax restore paths silently take the stored shape; a checkpoint of
     another model must fail here, by name, before anything is restored.
     """
+    where = f'checkpoint {self.directory}/{step}: the {name} metadata'
+    # Orbax only warns when an item's _METADATA is gone, and reports no leaves.
+    if not os.path.exists(os.path.join(self.directory, str(step), name, '_METADATA')):
+      raise CorruptCheckpointError(f'{where} is missing')
     try:
       stored = self._manager.item_metadata(step)[name]
     except Exception as e:  # pylint: disable=broad-except
-      raise CorruptCheckpointError(f'checkpoint {self.directory}/{step}: the {name} metadata '
-                                   f'cannot be read ({_first_line(e)})') from e
+      raise CorruptCheckpointError(f'{where} cannot be read ({_first_line(e)})') from e
     stored = getattr(stored, 'tree', stored)
+    if stored is None:
+      raise CorruptCheckpointError(f'{where} cannot be read')
     want = {jax.tree_util.keystr(k): tuple(v.shape)
             for k, v in jax.tree_util.tree_leaves_with_path(abstract)}
     have = {jax.tree_util.keystr(k): tuple(v.shape)

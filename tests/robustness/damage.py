@@ -52,3 +52,19 @@ def edit_json(workdir, relpath, edit):
   edit(record)
   with open(path, 'w') as f:
     json.dump(record, f)
+
+
+def nan_params(workdir, step, new_step):
+  """A new step `new_step` holding step `step`'s params with one leaf NaN,
+  its digests recorded as saved: only the finiteness check can tell."""
+  import jax   # pylint: disable=g-import-not-at-top
+  import numpy as np   # pylint: disable=g-import-not-at-top
+  import orbax.checkpoint as ocp   # pylint: disable=g-import-not-at-top
+  from moe_jax.workdir import checkpoint   # pylint: disable=g-import-not-at-top
+  directory = os.path.join(workdir, 'checkpoints')
+  params = ocp.StandardCheckpointer().restore(os.path.join(directory, str(step), 'params'))
+  params = jax.tree_util.tree_map(np.asarray, params)
+  params['lm_head'] = np.full_like(params['lm_head'], np.nan)
+  manager = checkpoint.Manager(directory, async_save=False)
+  manager.save(new_step, params, meta={})
+  manager.close()
