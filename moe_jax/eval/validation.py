@@ -53,7 +53,8 @@ def evaluate_checkpoint(ckpt, config=None, num_batches=None):
     if step is None:
       raise ConfigError(f'no checkpoint in {directory}')
     where = f'checkpoint {directory}/{step}'
-    config = transition.config_at(config or checkpoint.workdir_config(ckpt), step)
+    config = transition.config_at(
+        config or checkpoint.workdir_config(ckpt, f': pass --config for checkpoint {ckpt}'), step)
     config = config.copy_and_resolve_references()
     if num_batches:
       config.eval_batches = num_batches

@@ -34,9 +34,9 @@ def resolve(path):
   """CKPT argument -> (checkpoints directory, step or None for the newest).
 
   Accepts a workdir (has checkpoints/), a checkpoints directory, or one step
-  directory inside it.
+  directory inside it, through symbolic links too (real paths are returned).
   """
-  path = os.path.abspath(os.path.expanduser(path))
+  path = os.path.realpath(os.path.expanduser(path))
   if not os.path.exists(path):
     raise ConfigError(f'checkpoint path {path} does not exist')
   if not os.path.isdir(path):
@@ -56,12 +56,13 @@ def resolve(path):
   raise ConfigError(f'{path} is neither a workdir, a checkpoints directory nor a step directory')
 
 
-def workdir_config(ckpt):
-  """The config a checkpoint was trained with (its workdir's config.json)."""
+def workdir_config(ckpt, hint=''):
+  """The config a checkpoint was trained with (its workdir's config.json);
+  `hint` closes the message when it is missing."""
   directory, _ = resolve(ckpt)
   path = os.path.join(os.path.dirname(directory), files.CONFIG)
   if not os.path.exists(path):
-    raise ConfigError(f'{path} is missing: pass --config for checkpoint {ckpt}')
+    raise ConfigError(f'{path} is missing{hint}')
   return files.read_config(os.path.dirname(directory))
 
 

@@ -44,7 +44,8 @@ def check_dir_writable(path, what):
     if not os.path.isdir(existing):
       raise ConfigError(f'{what} {path} lies under {existing}, which is not a directory')
   if not os.access(existing, os.W_OK | os.X_OK):
-    raise ConfigError(f'{what} {path}: {existing} is not writable')
+    raise ConfigError(f'{what} {path} is not writable' if existing == path else
+                      f'{what} {path}: {existing} is not writable')
 
 
 def read_json(path):

@@ -54,9 +54,10 @@ def edit_json(workdir, relpath, edit):
     json.dump(record, f)
 
 
-def nan_params(workdir, step, new_step):
-  """A new step `new_step` holding step `step`'s params with one leaf NaN,
-  its digests recorded as saved: only the finiteness check can tell."""
+def lm_head_filled(workdir, step, new_step, value):
+  """A new step `new_step` holding step `step`'s params with lm_head filled
+  with `value`, its digests recorded as saved (so only the finiteness checks
+  can tell: NaN params, or finite ones whose loss overflows)."""
   import jax   # pylint: disable=g-import-not-at-top
   import numpy as np   # pylint: disable=g-import-not-at-top
   import orbax.checkpoint as ocp   # pylint: disable=g-import-not-at-top
@@ -64,7 +65,7 @@ def nan_params(workdir, step, new_step):
   directory = os.path.join(workdir, 'checkpoints')
   params = ocp.StandardCheckpointer().restore(os.path.join(directory, str(step), 'params'))
   params = jax.tree_util.tree_map(np.asarray, params)
-  params['lm_head'] = np.full_like(params['lm_head'], np.nan)
+  params['lm_head'] = np.full_like(params['lm_head'], value)
   manager = checkpoint.Manager(directory, async_save=False)
   manager.save(new_step, params, meta={})
   manager.close()

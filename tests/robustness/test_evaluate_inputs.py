@@ -79,7 +79,9 @@ ROWS = [
           r'checkpoints/2: the params metadata is missing',
           _copy(damage.remove, 'checkpoints/2/params/_METADATA')),
     param('nan_params', '--ckpt={copy}', r"checkpoints/3: params\['lm_head'\] holds non-finite",
-          _copy(damage.nan_params, 2, 3)),
+          _copy(damage.lm_head_filled, 2, 3, float('nan'))),
+    param('loss_overflows', '--ckpt={copy}', r'checkpoints/3: val_loss is nan',
+          _copy(damage.lm_head_filled, 2, 3, 1e38), rc=1),
 ]
 
 
