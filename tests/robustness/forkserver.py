@@ -9,8 +9,10 @@ directory, stdout/stderr files and exit status. The server never initialises
 a JAX backend (only imports), so forking it is safe; each child starts its own.
 tests/robustness/test_forkserver.py holds it to plain subprocesses.
 
-Protocol: one JSON request per stdin line {module, argv, cwd, timeout}, one
-JSON reply per stdout line {rc, stdout, stderr, seconds}.
+Protocol: one JSON request per stdin line {module, argv, cwd, timeout,
+prelude}, one JSON reply per stdout line {rc, stdout, stderr, seconds}.
+`prelude` is Python the child runs first: the fault tests' hooks (a kill in
+the middle of a write), which live in the tests, never in the package.
 """
 import atexit
 import json
@@ -45,6 +47,7 @@ def _child(request, out_path, err_path):
     os.chdir(request['cwd'])
     sys.argv = [request['module']] + request['argv']
     try:
+      exec(request.get('prelude') or '', {})  # pylint: disable=exec-used
       runpy.run_module(request['module'], run_name='__main__', alter_sys=True)
       code = 0
     except SystemExit as e:

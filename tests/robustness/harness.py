@@ -31,8 +31,9 @@ class ForkServer:
                                   cwd=REPO, env=env(), stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
 
-  def run(self, module, *argv, cwd=REPO, timeout=120):
-    request = dict(module=module, argv=list(argv), cwd=str(cwd), timeout=timeout)
+  def run(self, module, *argv, cwd=REPO, timeout=120, prelude=''):
+    request = dict(module=module, argv=list(argv), cwd=str(cwd), timeout=timeout,
+                   prelude=prelude)
     self._proc.stdin.write(json.dumps(request) + '\n')
     self._proc.stdin.flush()
     line = self._proc.stdout.readline()
