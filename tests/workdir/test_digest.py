@@ -1,0 +1,81 @@
+"""Checkpoint digests: the on-device hash against a numpy reference, for every
+dtype a state holds and any sharding, and what it catches."""
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import ml_dtypes
+import numpy as np
+import pytest
+
+from moe_jax.errors import CorruptCheckpointError
+from moe_jax.workdir import digest
+
+
+def _fmix(h):
+  h = h ^ (h >> np.uint32(16))
+  h = h * np.uint32(0x85EBCA6B)
+  h = h ^ (h >> np.uint32(13))
+  h = h * np.uint32(0xC2B2AE35)
+  return h ^ (h >> np.uint32(16))
+
+
+def _reference(x):
+  """The slow reference: the bits as uint32 words in row-major order,
+  each mixed with its flat index, summed mod 2**32; two seeds."""
+  x = np.asarray(x)
+  if x.dtype == np.bool_:
+    words = x.astype(np.uint32).ravel()
+  elif x.dtype.itemsize == 8:
+    words = x.view(np.uint32).ravel()
+  else:
+    words = x.view({4: np.uint32, 2: np.uint16, 1: np.uint8}[x.dtype.itemsize]).astype(
+        np.uint32).ravel()
+  index = np.arange(words.size, dtype=np.uint32)
+  with np.errstate(over='ignore'):
+    lanes = [int(_fmix(words ^ _fmix(index ^ np.uint32(s))).sum(dtype=np.uint32))
+             for s in digest._SEEDS]  # pylint: disable=protected-access
+  return f'{lanes[0]:08x}{lanes[1]:08x}'
+
+
+def _tree():
+  rng = np.random.default_rng(0)
+  return {'w': rng.standard_normal((8, 6, 16)).astype(np.float32),
+          'b': rng.standard_normal((37,)).astype(ml_dtypes.bfloat16),
+          'count': np.arange(5, dtype=np.int32), 'flag': np.array([True, False]),
+          'scalar': np.float32(3.5), 'empty': np.zeros((0, 4), np.float32)}
+
+
+def test_matches_the_numpy_reference_on_any_sharding():
+  tree = _tree()
+  want = {f"['{k}']": _reference(v) for k, v in tree.items()}
+  assert digest.of_tree(jax.tree_util.tree_map(jnp.asarray, tree)) == want
+  mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ('a', 'b'))
+  sharded = dict(tree, w=jax.device_put(tree['w'], NamedSharding(mesh, P('a', None, 'b'))),
+                 count=jax.device_put(tree['count'], NamedSharding(mesh, P())))
+  assert digest.of_tree(sharded) == want
+
+
+def test_changes_with_any_element_and_with_order():
+  w = _tree()['w']
+  base = digest.of_tree({'w': w})
+  zeroed = w.copy()
+  zeroed.reshape(-1)[100:164] = 0.0
+  swapped = w.copy()
+  swapped[0, 0, [0, 1]] = swapped[0, 0, [1, 0]]
+  flipped = w.copy()
+  flipped.view(np.uint32)[3, 2, 1] ^= 1   # one bit
+  for other in (zeroed, swapped, flipped):
+    assert digest.of_tree({'w': other}) != base
+
+
+def test_check_tree_names_the_leaf():
+  tree = {'a': np.ones(3, np.float32), 'b': np.zeros(2, np.float32)}
+  recorded = digest.of_tree(tree)
+  digest.check_tree('ckpt/5', 'params', tree, recorded)
+  with pytest.raises(CorruptCheckpointError, match=r"ckpt/5: params\['b'\] does not match"):
+    digest.check_tree('ckpt/5', 'params', dict(tree, b=np.ones(2, np.float32)), recorded)
+  with pytest.raises(CorruptCheckpointError, match=r"params\['a'\] has no recorded digest"):
+    digest.check_tree('ckpt/5', 'params', tree, {"['b']": recorded["['b']"]})
+  nan = dict(tree, a=np.array([1, np.nan, 0], np.float32))
+  with pytest.raises(CorruptCheckpointError, match=r"params\['a'\] holds non-finite values"):
+    digest.check_tree('ckpt/5', 'params', nan, None)   # a checkpoint saved before digests
