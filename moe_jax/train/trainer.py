@@ -15,6 +15,7 @@ import time
 
 from absl import logging
 import jax
+from jax.experimental import multihost_utils
 import numpy as np
 import tqdm
 
@@ -204,6 +205,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
     cache = pipeline.tokenizer_cache(config, workdir)
     if cache and not os.path.exists(cache):
       files.write_text(cache, tokenizer.to_json())
+  if damaged and jax.process_count() > 1:   # every process opens the manager after the move
+    multihost_utils.sync_global_devices('moe_jax: damaged checkpoints set aside')
   _write_json(workdir, files.CONFIG, config.to_dict())
   _write_json(workdir, files.RUN, run_info)
   manager = checkpoint.Manager.for_workdir(workdir, config.ckpt)
@@ -213,6 +216,10 @@ def train_and_evaluate(config, workdir, stop_at=None):
   interrupts = _Interrupts()
   pending, last, finished = [], {}, False
   t0, t0_step = time.perf_counter(), start
+
+  def save(step_):
+    manager.save(step_, state.params, state.opt_state, train_it.get_state(),
+                 meta=dict(config=program.config.to_dict()))
 
   try:
     bar = tqdm.tqdm(range(start, config.total_steps), initial=start, total=config.total_steps,
@@ -259,8 +266,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
         bar.set_postfix(loss=f'{last["loss"]:.3f}', **(
             {'val': f'{last["val_loss"]:.3f}'} if 'val_loss' in last else {}))
       if ckpt:
-        manager.save(done, state.params, state.opt_state, train_it.get_state(),
-                     meta=dict(config=program.config.to_dict()))
+        save(done)
         last_saved = done
       if stop:
         break
