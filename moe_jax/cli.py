@@ -157,6 +157,18 @@ class _QuietOrbaxErrors(std_logging.Filter):
                 record.pathname)
 
 
+def _quiet_closed_loop(excepthook):
+  """After a failed Orbax save or restore, TensorStore still completes the
+  other writes and reads, and each completion's callback into Orbax's closed
+  asyncio loop raises and is printed through sys.excepthook (PyErr_Print):
+  dozens of tracebacks after the failure, which is reported once already."""
+  def hook(kind, value, tb):
+    if kind is RuntimeError and str(value) == 'Event loop is closed':
+      return
+    excepthook(kind, value, tb)
+  return hook
+
+
 def _parse_flags(argv):
   logging.set_verbosity(logging.ERROR)   # ml_collections warns while loading a config
   try:
@@ -166,6 +178,7 @@ def _parse_flags(argv):
   if not flags.FLAGS['verbosity'].present:
     logging.set_verbosity(logging.WARNING)  # Orbax logs every file it writes at INFO
   logging.get_absl_logger().addFilter(_QuietOrbaxErrors())
+  sys.excepthook = _quiet_closed_loop(sys.excepthook)
   return argv
 
 

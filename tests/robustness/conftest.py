@@ -54,3 +54,22 @@ def read_only_dir(tmp_path):
   if mounted:
     subprocess.run(['umount', str(path)], check=True)
   path.chmod(0o755)
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+  """small_filesystem(nbytes) -> a directory on a tmpfs of that size, where
+  writes fail with ENOSPC for real; skipped where mounting is not allowed."""
+  mounts = []
+
+  def mount(nbytes):
+    path = tmp_path / f'fs{len(mounts)}'
+    path.mkdir()
+    if subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={nbytes}', 'tmpfs', str(path)],
+                      capture_output=True, check=False).returncode:
+      pytest.skip('cannot mount a small filesystem here (needs root)')
+    mounts.append(path)
+    return str(path)
+  yield mount
+  for path in mounts:
+    subprocess.run(['umount', str(path)], check=True)

@@ -3,6 +3,7 @@ given to the child process as a prelude: nothing of this is in the package),
 and damaged checkpoints met on resume. Nothing may be lost."""
 import json
 import os
+import shutil
 
 from tests.robustness import damage, harness
 
@@ -148,6 +149,21 @@ ocp.JsonCheckpointHandler._save_fn = save
   harness.assert_one_error_line(
       result, 1, r'saving checkpoint .*checkpoints/3 failed \(\[Errno 28\] No space left on '
       r'device\); the newest complete checkpoint is step 2')
+  assert _steps(workdir) == [1, 2]
+
+
+def test_a_really_full_disk_is_one_line(cli, trained, tmp_path, small_filesystem):
+  """The same on a filesystem that fills up: TensorStore, Orbax's threads and
+  tensorboardX all fail at once; one line says so."""
+  used = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(trained)
+             for n in names)
+  workdir = os.path.join(small_filesystem(used + 400_000), 'run')
+  shutil.copytree(trained, workdir)
+  result = _main(cli, workdir, '--config.total_steps=3', '--config.ckpt.async_save=True',
+                 cwd=tmp_path)
+  result.stderr = ''.join(line for line in result.stderr.splitlines(True)
+                          if line.strip() and not line.startswith('train:'))
+  harness.assert_one_error_line(result, 1, r'No space left on device')
   assert _steps(workdir) == [1, 2]
 
 
