@@ -59,8 +59,8 @@ def main():
   tree = _tree(args.mib)
   nbytes = sum(x.nbytes for x in jax.tree_util.tree_leaves(tree))
   with tempfile.TemporaryDirectory() as root:
-    manager = ocp.CheckpointManager(os.path.join(root, 'ckpt'), options=ocp.CheckpointManagerOptions(
-        enable_async_checkpointing=False, max_to_keep=1))
+    options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False, max_to_keep=1)
+    manager = ocp.CheckpointManager(os.path.join(root, 'ckpt'), options=options)
     step = iter(range(10**6))
 
     def save():

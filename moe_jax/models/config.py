@@ -107,6 +107,11 @@ class ModelConfig:
 
   def validate(self):
     """Raises ConfigError (one line, naming the key) for an unbuildable model."""
+    for group, cfg in (('model', self), ('moe', self.moe)):   # nan passes every comparison
+      for field in dataclasses.fields(cfg):
+        value = getattr(cfg, field.name)
+        if isinstance(value, float) and not math.isfinite(value):
+          raise ConfigError(f'{group}.{field.name}={value} must be a finite number')
     for key in ('vocab_size', 'd_model', 'num_layers', 'num_heads', 'num_kv_heads',
                 'head_dim', 'd_ff'):
       if getattr(self, key) <= 0:
@@ -158,6 +163,8 @@ class ModelConfig:
     if m.order == 'topk_then_softmax' and m.score != 'softmax':
       raise ConfigError(f"moe.order='topk_then_softmax' needs moe.score='softmax', "
                         f'got {m.score!r}')
+    if m.router == 'hash' and m.hash_seed < 0:
+      raise ConfigError(f'moe.hash_seed={m.hash_seed} must be >= 0')
     if m.router == 'hash' and m.use_bias:
       raise ConfigError("moe.use_bias needs moe.router='learned' (a hash router has no scores)")
     if not 0.0 <= m.jitter < 1.0:

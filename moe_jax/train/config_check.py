@@ -1,11 +1,13 @@
 """Checks of the run-level config keys, before anything is written."""
+import math
 import os
 
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import files
 
 _POSITIVE = ('total_steps', 'batch_size', 'seq_len', 'log_every_steps')
-_NON_NEGATIVE = ('eval_every_steps', 'eval_batches', 'checkpoint_every_steps')
+_NON_NEGATIVE = ('eval_every_steps', 'eval_batches', 'checkpoint_every_steps',
+                 'data.worker_count')
 _RANGES = (  # key, lower bound, upper bound (None: open), lower bound exclusive
     ('opt.lr', 0.0, None, True), ('opt.warmup_steps', 0, None, False),
     ('opt.rewarm_steps', 0, None, False), ('opt.decay_fraction', 0.0, 1.0, False),
@@ -13,8 +15,9 @@ _RANGES = (  # key, lower bound, upper bound (None: open), lower bound exclusive
     ('opt.weight_decay', 0.0, None, False), ('ckpt.keep', 0, None, False),
     ('ckpt.keep_every', 0, None, False), ('moe.balance_loss_weight', 0.0, None, False),
     ('moe.z_loss_weight', 0.0, None, False), ('moe.bias_update_rate', 0.0, None, False),
-    ('upcycle.step', 0, None, False),
+    ('upcycle.step', 0, None, False), ('opt.eps', 0.0, None, True),
 )
+_UNIT = ('opt.b1', 'opt.b2')   # in [0, 1)
 
 
 def check_run(config):
@@ -22,8 +25,15 @@ def check_run(config):
     if not isinstance(config[key], int) or config[key] <= 0:
       raise ConfigError(f'{key}={config[key]!r} must be a positive integer')
   for key in _NON_NEGATIVE:
-    if not isinstance(config[key], int) or config[key] < 0:
-      raise ConfigError(f'{key}={config[key]!r} must be a non-negative integer')
+    value = files.get(config, key)
+    if not isinstance(value, int) or value < 0:
+      raise ConfigError(f'{key}={value!r} must be a non-negative integer')
+  for key in [k for k, *_ in _RANGES] + list(_UNIT):
+    if not math.isfinite(files.get(config, key)):   # nan passes every comparison
+      raise ConfigError(f'{key}={files.get(config, key)!r} must be a finite number')
+  for key in _UNIT:
+    if not 0 <= files.get(config, key) < 1:
+      raise ConfigError(f'{key}={files.get(config, key)!r} must be in [0, 1)')
   for key, low, high, strict in _RANGES:
     value = files.get(config, key)
     if value < low or (strict and value == low) or (high is not None and value > high):

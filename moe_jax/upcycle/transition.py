@@ -38,6 +38,9 @@ def target_config(config):
     raise ConfigError(f'upcycle.recipe={up.recipe!r} is not one of {tuple(recipes.RECIPES)}')
   if int(up.factor) != up.factor or up.factor < 2:
     raise ConfigError(f'upcycle.factor={up.factor} must be an integer >= 2')
+  for key in ('report_batches', 'utility_batches'):
+    if not isinstance(up[key], int) or up[key] < 0:
+      raise ConfigError(f'upcycle.{key}={up[key]!r} must be a non-negative integer')
   dst = config.copy_and_resolve_references()
   if up.recipe in ('expand_experts', 'grow_width'):
     dst.moe.num_experts = config.moe.num_experts * up.factor
