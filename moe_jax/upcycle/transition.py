@@ -8,6 +8,8 @@ checkpoint) and the trainer (in-run, at step tau) call.
 `config` is a full training config whose `upcycle` group names the recipe.
 Nothing here imports the trainer.
 """
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -38,9 +40,15 @@ def target_config(config):
     raise ConfigError(f'upcycle.recipe={up.recipe!r} is not one of {tuple(recipes.RECIPES)}')
   if int(up.factor) != up.factor or up.factor < 2:
     raise ConfigError(f'upcycle.factor={up.factor} must be an integer >= 2')
-  for key in ('report_batches', 'utility_batches'):
+  for key in ('report_batches', 'utility_batches', 'seed'):
     if not isinstance(up[key], int) or up[key] < 0:
       raise ConfigError(f'upcycle.{key}={up[key]!r} must be a non-negative integer')
+  if up.utility_metric not in utility.METRICS:   # checked here, not after the gradients
+    raise ConfigError(f'upcycle.utility_metric={up.utility_metric!r} is not one of '
+                      f'{utility.METRICS}')
+  for key, value in _args(up).items():
+    if isinstance(value, float) and not math.isfinite(value):
+      raise ConfigError(f'upcycle.args.{key}={value} must be a finite number')
   dst = config.copy_and_resolve_references()
   if up.recipe in ('expand_experts', 'grow_width'):
     dst.moe.num_experts = config.moe.num_experts * up.factor

@@ -44,6 +44,20 @@ ROWS = [
           r'upcycle.factor=1 must be an integer >= 2'),
     param('dense_recipe_on_moe_source', '--config={configs}/upcycle/dense_to_moe.py:experts=4 '
           '--src={wd} --dst={tmp}/x', r'dense'),
+    param('config_argument_unknown', f'{UP}:bogus=1 --src={{wd}} --dst={{tmp}}/x',
+          r"config argument 'bogus' is not one of"),
+    param('config_argument_not_a_number', f'{UP}:factor=abc --src={{wd}} --dst={{tmp}}/x',
+          r"invalid literal for int\(\) with base 10: 'abc'"),
+    param('metric_unknown', f'{UP}:allocation=utility,metric=bogus --src={{wd}} --dst={{tmp}}/x',
+          r"upcycle.utility_metric='bogus' is not one of"),
+    param('seed_negative', f'{UP} --config.seed=-1 --src={{wd}} --dst={{tmp}}/x',
+          r'upcycle.seed=-1 must be a non-negative integer'),
+    param('delta_nan', f'{UP}:delta=nan --src={{wd}} --dst={{tmp}}/x',
+          r'upcycle.args.delta=nan must be a finite number'),
+    param('depth_method_unknown', '--config={configs}/upcycle/grow_depth.py:method=bogus '
+          '--src={wd} --dst={tmp}/x', r"upcycle.args.method='bogus' is not one of"),
+    param('target_key_unknown', f'{UP} --config.target.moe.top_k=9 --src={{wd}} --dst={{tmp}}/x',
+          r"config has no key 'moe'"),
     # --dst against --src: directly, and through symbolic links both ways.
     param('dst_inside_src', f'{UP} --src={{copy}} --dst={{copy}}/x', r'must lie outside --src'),
     param('dst_is_src', f'{UP} --src={{copy}} --dst={{copy}} --overwrite', r'must lie outside'),
