@@ -123,5 +123,5 @@ def test_upcycle_refuses_a_read_only_dst_parent(cli, trained, tmp_path, read_onl
   before = harness.tree_digest(tmp_path, trained)
   result = cli.run('moe_jax.upcycle', UP.format(configs=harness.CONFIGS), f'--src={trained}',
                    f'--dst={read_only_dir}/x', cwd=tmp_path)
-  harness.assert_one_error_line(result, 2, r'the parent directory of --dst .*/ro is not writable')
+  harness.assert_one_error_line(result, 2, r'the parent directory of --dst=.*/ro/x is not writable')
   assert harness.tree_digest(tmp_path, trained) == before
