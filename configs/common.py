@@ -85,7 +85,7 @@ def moe():
       balance_loss_weight=0.01,
       balance_scope='global',  # global | sequence
       z_loss_weight=1e-3,
-      dispatch='ragged',     # reference | einsum | ragged | pallas
+      dispatch='auto',       # auto (per platform) | reference | einsum | ragged | grouped | pallas
       capacity_factor=1.25,  # einsum dispatch only
   ))
 

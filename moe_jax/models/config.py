@@ -14,7 +14,7 @@ ROUTERS = ('learned', 'hash')
 SCORES = ('softmax', 'sigmoid')
 ORDERS = ('softmax_then_topk', 'topk_then_softmax')
 BALANCE_SCOPES = ('global', 'sequence')
-DISPATCHES = ('reference', 'einsum', 'ragged', 'pallas')
+DISPATCHES = ('auto', 'reference', 'einsum', 'ragged', 'grouped', 'pallas')
 DTYPES = ('float32', 'bfloat16', 'float16')
 ROPE_SCALINGS = ('none', 'llama3')
 
@@ -40,7 +40,7 @@ class MoEConfig:
   balance_scope: str = 'global'
   z_loss_weight: float = 1e-3
   hash_seed: int = 0
-  dispatch: str = 'ragged'
+  dispatch: str = 'auto'
   capacity_factor: float = 1.25
 
 

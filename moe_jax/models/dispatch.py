@@ -7,11 +7,14 @@ and return `(y_TD, dropped_frac)`:
              C = ceil(capacity_factor * T * k / E); overflow is dropped, counted
   ragged     dropless: sort the T*k assignments by expert (int32 keys), two
              `jax.lax.ragged_dot` grouped matmuls, un-sort, weighted sum over k
+  grouped    dropless: the XLA loop over expert-sorted row tiles of
+             moe_jax/kernels/grouped.py (the CPU path: routed rows only)
   pallas     the fused kernel of moe_jax/kernels/moe_ffn.py
+  auto       the fastest dropless path of the platform (`AUTO`, `resolve`)
 Under a mesh whose `expert` axis has more than one device, `get` returns the
 expert-parallel path of moe_jax/parallel/expert.py instead (`expert_parallel`),
-whose shards compute their local experts with the Pallas kernels for `pallas`
-and with `jax.lax.ragged_dot` otherwise; under one that splits tokens but not
+whose shards compute their local experts with the Pallas kernels for `pallas`,
+the grouped loop for `grouped` and `jax.lax.ragged_dot` otherwise; under one that splits tokens but not
 experts, the chosen path runs on each token shard (moe_jax/parallel/local.py),
 einsum with a capacity per shard.
 An assignment whose gate is exactly 0 (the MoE block zeroes padding tokens'
@@ -26,6 +29,7 @@ import jax.numpy as jnp
 
 from moe_jax import sharding
 from moe_jax.errors import ConfigError
+from moe_jax.kernels import grouped as grouped_kernel
 from moe_jax.kernels import reference as reference_kernel
 from moe_jax.parallel import expert as expert_lib
 from moe_jax.parallel import local as local_lib
@@ -86,6 +90,11 @@ def ragged(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
   return y_TD.astype(x_TD.dtype), jnp.float32(0.0)
 
 
+def grouped(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
+  y_TD = grouped_kernel.moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD)
+  return y_TD, jnp.float32(0.0)
+
+
 def _pallas_kernel():
   try:
     return importlib.import_module('moe_jax.kernels.moe_ffn')
@@ -106,7 +115,7 @@ def expert_parallel(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
 
   Each token shard is one GShard group (moe_jax/parallel/expert.py), so with a
   capacity the tokens dropped can differ from einsum's one group over all T.
-  `local_ffn` ('ragged' | 'pallas') computes each shard's local experts.
+  `local_ffn` ('ragged' | 'grouped' | 'pallas') computes each shard's local experts.
   """
   cap = None
   if capacity_factor is not None:
@@ -119,7 +128,24 @@ def expert_parallel(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
                                capacity=cap, local_ffn=local_ffn)
 
 
-_PATHS = {'reference': reference, 'einsum': einsum, 'ragged': ragged, 'pallas': pallas}
+_PATHS = {'reference': reference, 'einsum': einsum, 'ragged': ragged, 'grouped': grouped,
+          'pallas': pallas}
+NAMES = (*_PATHS, 'auto')
+
+# The fastest dropless path per platform (docs/benchmarks.md, "CPU training
+# step"). On CPU ragged_dot computes every expert on every row, the grouped
+# loop only the routed ones. GPU and TPU keep ragged_dot, which XLA lowers to
+# grouped matmuls there, until the Pallas kernels have device numbers.
+AUTO = {'cpu': 'grouped'}
+AUTO_DEFAULT = 'ragged'
+
+
+def resolve(name, platform=None):
+  """The concrete path `name` runs: itself, or for 'auto' the platform's
+  (`platform` None: jax.default_backend())."""
+  if name != 'auto':
+    return name
+  return AUTO.get(platform or jax.default_backend(), AUTO_DEFAULT)
 
 
 def get(name, capacity_factor=1.25, mesh=None):
@@ -128,20 +154,22 @@ def get(name, capacity_factor=1.25, mesh=None):
   With a `mesh` (concrete or abstract) whose `expert` axis is larger than 1,
   experts live on different devices, so every name maps to `expert_parallel`:
   einsum to its capacity mode, the dropless paths to its dropless mode, with
-  the local experts computed by the Pallas kernels for `pallas` and by
-  `jax.lax.ragged_dot` for the others.
+  the local experts computed by the Pallas kernels for `pallas`, the grouped
+  loop for `grouped` and `jax.lax.ragged_dot` for the others. 'auto' is
+  `resolve`d first, at trace time.
   With `expert` = 1 but tokens split over the other axes of the default
   `batch` rule (moe_jax/sharding.py), `name` runs per token shard
   (`local_lib.moe_ffn_local`): einsum's C is then `capacity` of each shard's
   ceil(T / shards) tokens, as in `expert_parallel`.
   """
-  if name not in _PATHS:
-    raise ConfigError(f'moe.dispatch={name!r} is not one of {tuple(_PATHS)}')
+  if name not in NAMES:
+    raise ConfigError(f'moe.dispatch={name!r} is not one of {NAMES}')
+  name = resolve(name)
   sizes = {} if mesh is None else dict(mesh.shape)
   if sizes.get('expert', 1) > 1:
     return functools.partial(expert_parallel, mesh=mesh,
                              capacity_factor=capacity_factor if name == 'einsum' else None,
-                             local_ffn='pallas' if name == 'pallas' else 'ragged')
+                             local_ffn=name if name in ('pallas', 'grouped') else 'ragged')
   fn = _PATHS[name]
   if name == 'einsum':
     fn = functools.partial(einsum, capacity_factor=capacity_factor)

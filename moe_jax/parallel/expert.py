@@ -21,10 +21,12 @@ densely. `local_ffn='pallas'` runs the grouped-matmul kernels of
 moe_jax/kernels/moe_ffn.py instead (interpret mode on CPU), whose routing
 treats e = E_l as "no expert" and gives those rows no row of its buffer: under
 dropless routing n - 1 of every n receive rows are empty on average, and they
-cost no FLOPs. Pallas outputs do not declare how they vary over mesh axes, so
-that path runs the shard_map with check_vma=False, as
-moe_jax/parallel/local.py does; tests/parallel/test_expert_parallel.py checks
-its forward and gradients against the reference.
+cost no FLOPs. `local_ffn='grouped'` does the same with the XLA loop of
+moe_jax/kernels/grouped.py (the CPU path). Pallas outputs and the grouped
+loop's carries do not declare how they vary over mesh axes, so those paths
+run the shard_map with check_vma=False, as moe_jax/parallel/local.py does;
+tests/parallel/test_expert_parallel.py checks their forward and gradients
+against the reference.
 
 Buffer size. Dropless (`capacity=None`) needs the worst case: a token picks
 distinct experts, so one peer can send at most T_l*min(k, E_l) rows to one
@@ -51,6 +53,7 @@ from jax.sharding import PartitionSpec as P
 import numpy as np
 
 from moe_jax.errors import ConfigError
+from moe_jax.kernels import grouped
 
 
 def moe_ffn_ep(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
@@ -59,9 +62,10 @@ def moe_ffn_ep(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
   """Expert-parallel `reference.moe_ffn` on `mesh`; returns (y_TD, dropped_frac).
 
   `exchange` is 'padded' or 'ragged'; None picks 'ragged' on GPU/TPU.
-  `local_ffn` ('ragged' or 'pallas') computes each shard's local experts. With
-  `tensor_axis` in the mesh and d_ff divisible by it, each tensor shard holds a
-  slice of every local expert's F and the partial outputs are summed.
+  `local_ffn` ('ragged', 'grouped' or 'pallas') computes each shard's local
+  experts. With `tensor_axis` in the mesh and d_ff divisible by it, each
+  tensor shard holds a slice of every local expert's F and the partial outputs
+  are summed.
   """
   num_experts, d_ff = wi_0_EDF.shape[0], wi_0_EDF.shape[2]
   n = mesh.shape[expert_axis]
@@ -96,7 +100,7 @@ def moe_ffn_ep(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
       local, mesh=mesh,
       in_specs=(tok, tok, tok, tok, P(expert_axis, None, f_axis),
                 P(expert_axis, None, f_axis), P(expert_axis, f_axis, None)),
-      out_specs=(tok, P()), check_vma=local_ffn != 'pallas')(
+      out_specs=(tok, P()), check_vma=local_ffn == 'ragged')(
           x, idx, gates, valid_T, wi_0_EDF, wi_1_EDF, wo_EFD)
   return y[:num_tokens], dropped_frac
 
@@ -167,18 +171,27 @@ def _ragged_ffn(x_RD, e_R, wi_0, wi_1, wo):
   return jnp.where((e_R < local_experts)[:, None], y_RD, 0)
 
 
-def _pallas_ffn(x_RD, e_R, wi_0, wi_1, wo):
-  """`_ragged_ffn` by the Pallas kernel: each row is a token with one choice
-  and a unit gate, and e_R = E_l is its "no expert" index, so those rows get
-  no row of the kernel's buffer and no FLOPs."""
-  # Imported on use, as in moe_jax.models.dispatch.pallas: the other paths
-  # never need the kernel package.
-  from moe_jax.kernels import moe_ffn  # pylint: disable=g-import-not-at-top
+def _one_choice(kernel, x_RD, e_R, wi_0, wi_1, wo):
+  """`_ragged_ffn` by a routed-rows-only kernel (`moe_ffn` of
+  moe_jax/kernels/moe_ffn.py or grouped.py): each row is a token with one
+  choice and a unit gate, and e_R = E_l is its "no expert" index, so those
+  rows get no row of the kernel's buffer and no FLOPs."""
   gates_R1 = jnp.ones((e_R.shape[0], 1), x_RD.dtype)
-  return moe_ffn.moe_ffn(x_RD, e_R[:, None], gates_R1, wi_0, wi_1, wo)
+  return kernel.moe_ffn(x_RD, e_R[:, None], gates_R1, wi_0, wi_1, wo)
 
 
-_LOCAL_FFNS = {'ragged': _ragged_ffn, 'pallas': _pallas_ffn}
+def _grouped_ffn(x_RD, e_R, wi_0, wi_1, wo):
+  return _one_choice(grouped, x_RD, e_R, wi_0, wi_1, wo)
+
+
+def _pallas_ffn(x_RD, e_R, wi_0, wi_1, wo):
+  # Imported on use, as in moe_jax.models.dispatch.pallas: the other paths
+  # never need the Pallas kernel package.
+  from moe_jax.kernels import moe_ffn  # pylint: disable=g-import-not-at-top
+  return _one_choice(moe_ffn, x_RD, e_R, wi_0, wi_1, wo)
+
+
+_LOCAL_FFNS = {'ragged': _ragged_ffn, 'grouped': _grouped_ffn, 'pallas': _pallas_ffn}
 
 
 def _padded(buf, sent_n, got_n, slots, axis, fill):

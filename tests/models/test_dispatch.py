@@ -9,6 +9,7 @@ import pytest
 
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import reference
+from moe_jax.models import config as model_config
 from moe_jax.models import dispatch
 from tests.models import fixtures
 
@@ -45,7 +46,7 @@ _CASES = ([(kind, 37, 8, 2) for kind in fixtures.ROUTINGS]
           + [('uniform', 5, 6, 3), ('skewed', 1, 4, 1)])
 
 
-@pytest.mark.parametrize('name', ['einsum', 'ragged'])
+@pytest.mark.parametrize('name', ['einsum', 'ragged', 'grouped'])
 @pytest.mark.parametrize('kind,tokens,experts,top_k', _CASES)
 def test_matches_reference(name, kind, tokens, experts, top_k):
   inputs = fixtures.moe_inputs(kind, tokens=tokens, experts=experts, top_k=top_k)
@@ -97,6 +98,14 @@ def test_einsum_zero_gate_takes_no_slot():
   assert float(dropped) == 0.0
   np.testing.assert_allclose(y_TD, _call(reference.moe_ffn, dict(inputs, gates_Tk=gates_Tk)),
                              atol=1e-5)
+
+
+def test_auto_resolves_per_platform():
+  assert dispatch.resolve('auto', 'cpu') == 'grouped'
+  assert dispatch.resolve('auto', 'gpu') == dispatch.resolve('auto', 'tpu') == 'ragged'
+  assert dispatch.resolve('einsum', 'cpu') == 'einsum'
+  assert dispatch.get('auto') is dispatch.get(dispatch.resolve('auto'))
+  assert set(dispatch.NAMES) == set(model_config.DISPATCHES)
 
 
 def test_unknown_dispatch_is_config_error():

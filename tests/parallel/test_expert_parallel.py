@@ -100,10 +100,17 @@ def test_pallas_local_experts_split_over_tensor_match_reference(kind):
       local_ffn='pallas')
 
 
+# The grouped loop (moe_jax/kernels/grouped.py) with the same "no expert" rows.
+def test_grouped_local_experts_match_reference():
+  check_matches_reference(sharding.make_mesh(MESHES['fsdp2_expert2_tensor2']), 'skewed',
+                          'padded', local_ffn='grouped')
+
+
 def test_get_under_expert_mesh_picks_local_ffn():
   mesh = sharding.make_mesh(MESHES['data2_expert4'])
-  for name, local_ffn in [('pallas', 'pallas'), ('ragged', 'ragged'),
-                          ('einsum', 'ragged'), ('reference', 'ragged')]:
+  for name, local_ffn in [('pallas', 'pallas'), ('ragged', 'ragged'), ('grouped', 'grouped'),
+                          ('einsum', 'ragged'), ('reference', 'ragged'),
+                          ('auto', dispatch.resolve('auto'))]:
     fn = dispatch.get(name, mesh=mesh)
     assert fn.func is dispatch.expert_parallel, name
     assert fn.keywords['local_ffn'] == local_ffn, name
