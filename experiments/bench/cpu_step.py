@@ -22,6 +22,10 @@ affinity). After a warm-up that absorbs compilation, the parent asks the
 workers for one timed repetition at a time, alternating sides and cases, so a
 change in machine load hits both sides alike; `ratio` is the median over
 repetitions of moe_jax tokens/s over the transformers repetition next to it.
+Each repetition also records the worker's CPU time (time.process_time): on a
+machine shared with other jobs, wall time counts the time the scheduler gives
+to others, CPU time does not, so with one thread per side tokens per CPU
+second is the steadier measure of the work a step costs.
 torch and transformers are optional: without them only moe_jax is timed.
 """
 import argparse
@@ -67,6 +71,7 @@ class JaxSide:
   def __init__(self, case, dispatch):
     import jax  # pylint: disable=g-import-not-at-top
     import numpy as np  # pylint: disable=g-import-not-at-top
+    from moe_jax.models import dispatch as dispatch_lib  # pylint: disable=g-import-not-at-top
     from moe_jax.train import placement, program as program_lib  # pylint: disable=g-import-not-at-top
     self._jax, self._placement = jax, placement
     config = make_config(case, dispatch)
@@ -79,7 +84,7 @@ class JaxSide:
                       loss_mask=np.ones(shape, np.float32))
     self.program = program_lib.build(config, placement.make_mesh(config.mesh))
     self.state = program_lib.init_state(self.program, config.seed)
-    self.info = dict(dispatch=self.program.model.cfg.moe.dispatch if CASES[case][0] else None)
+    self.info = dict(dispatch=dispatch_lib.resolve(dispatch) if CASES[case][0] else None)
 
   def run(self, steps):
     """`steps` train steps, the batch put on the device each step as the
@@ -164,9 +169,10 @@ def worker(side, cores):
         sides[req['key']] = obj
         reply = obj.info
       else:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         loss = sides[req['key']].run(req['steps'])
-        reply = dict(seconds=time.perf_counter() - t0, loss=loss)
+        reply = dict(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0,
+                     loss=loss)
     except Exception as e:  # pylint: disable=broad-except
       reply = dict(error=f'{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ""}')
     out.write(json.dumps(reply) + '\n')
@@ -212,32 +218,35 @@ def _median(values):
 
 
 def summarize(rows, tokens_per_step):
-  """Adds tokens/s medians, and each moe_jax row's ratio against transformers."""
+  """Adds tokens per second and per CPU second (medians), and each moe_jax
+  row's ratios against transformers."""
   torch_rows = {r['case']: r for r in rows if r['side'] == 'torch' and r.get('seconds')}
   for r in rows:
     if not r.get('seconds'):
       continue
-    rate = [tokens_per_step * r['steps'] / s for s in r['seconds']]
-    r['tokens_per_s'] = _median(rate)
     ref = torch_rows.get(r['case'])
-    if r['side'] == 'jax' and ref:
-      ref_rate = [tokens_per_step * ref['steps'] / s for s in ref['seconds']]
-      r['ratio'] = _median([a / b for a, b in zip(rate, ref_rate)])
+    for key, out in (('seconds', 'tokens_per_s'), ('cpu_seconds', 'tokens_per_cpu_s')):
+      rate = [tokens_per_step * r['steps'] / s for s in r[key]]
+      r[out] = _median(rate)
+      if r['side'] == 'jax' and ref:
+        ref_rate = [tokens_per_step * ref['steps'] / s for s in ref[key]]
+        r[out.replace('tokens_per', 'ratio')] = _median(
+            [a / b for a, b in zip(rate, ref_rate)])
   return rows
 
 
 def markdown(rows):
-  lines = ['| case | side | dispatch | tokens/s (median) | ratio vs transformers |',
-           '|---|---|---|---|---|']
+  lines = ['| case | side | dispatch | tokens/s | ratio | tokens/CPU-s | ratio (CPU time) |',
+           '|---|---|---|---|---|---|---|']
   for r in rows:
     if 'error' in r:
       lines.append(f'| {r["case"]} | {r["side"]} | {r.get("dispatch") or ""} | error: '
-                   f'{r["error"]} | |')
+                   f'{r["error"]} | | | |')
       continue
-    who = r.get('model', 'moe_jax')
-    ratio = f'{r["ratio"]:.2f}x' if 'ratio' in r else ''
-    lines.append(f'| {r["case"]} | {who} | {r.get("dispatch") or ""} | '
-                 f'{r["tokens_per_s"]:,.0f} | {ratio} |')
+    ratios = [f'{r[k]:.2f}x' if k in r else '' for k in ('ratio_s', 'ratio_cpu_s')]
+    lines.append(f'| {r["case"]} | {r.get("model", "moe_jax")} | {r.get("dispatch") or ""} | '
+                 f'{r["tokens_per_s"]:,.0f} | {ratios[0]} | {r["tokens_per_cpu_s"]:,.0f} | '
+                 f'{ratios[1]} |')
   return '\n'.join(lines)
 
 
@@ -276,7 +285,7 @@ def main(argv=None):
   for r in rows:
     r.update(workers[r['side']].ask(op='setup', key=r['key'], case=r['case'],
                                     dispatch=r.get('requested_dispatch'), steps=2),
-             steps=args.steps, seconds=[])
+             steps=args.steps, seconds=[], cpu_seconds=[])
   for _ in range(args.reps):
     for r in rows:
       if 'error' in r:
@@ -286,6 +295,7 @@ def main(argv=None):
         r['error'] = reply['error']
       else:
         r['seconds'].append(reply['seconds'])
+        r['cpu_seconds'].append(reply['cpu_seconds'])
         r['loss'] = reply['loss']
   config = make_config(cases[0])
   summarize(rows, config.batch_size * config.seq_len)
@@ -296,8 +306,9 @@ def main(argv=None):
       python=platform.python_version(),
       **{k: v for w in workers.values() for k, v in w.ask(op='versions').items()},
       timing=(f'{args.reps} repetitions of {args.steps} steps per row after 2 warm-up steps; '
-              'rows interleaved; tokens/s median over repetitions; ratio = median over '
-              'repetitions of moe_jax / the adjacent transformers repetition'))
+              'rows interleaved; tokens/s (wall) and tokens/CPU-s (process_time) are medians '
+              'over repetitions; ratios = medians over repetitions of moe_jax / the adjacent '
+              'transformers repetition'))
   for w in workers.values():
     w.close()
   for r in rows:

@@ -4,20 +4,22 @@
 
 Same contract as `reference.moe_ffn`, dropless. The assignments are sorted by
 expert into a buffer whose groups are padded to `tile_m` rows
-(`dispatch.route`, shared with the Pallas path), and a `fori_loop` over the
-tiles in use runs each tile's SwiGLU with its own expert's weights, indexed in
-place. So the FLOPs are those of the routed rows plus < tile_m padding rows
-per non-empty expert, where `jax.lax.ragged_dot` on CPU computes every expert
-on every row, and each tile's activations stay in cache between its matmuls,
-where a whole-batch SwiGLU streams several [T·k, F] arrays through memory.
+(`dispatch.route`, shared with the Pallas path), and `swiglu_tiles`, a
+`fori_loop` over the tiles in use, runs each tile's SwiGLU with its own
+expert's weights, indexed in place. So the FLOPs are those of the routed rows
+plus < tile_m padding rows per non-empty expert, where `jax.lax.ragged_dot`
+on CPU computes every expert on every row; and each tile's activations stay in
+cache between its matmuls, where a whole-batch SwiGLU streams several
+[T·k, F] arrays through memory. That is also why the dense MLP runs
+`swiglu_tiles` on CPU (moe_jax/models/mlp.py), with one "expert".
 
-The backward pass is a second loop (custom VJP): per tile it rebuilds the
-SwiGLU activations from the saved pre-activations, accumulates the expert's
-weight gradients in place and writes the tile's input gradient. Dispatch and
-combine are gathers both ways (as in permute.py): no scatter, deterministic.
-wi_0 and wi_1 are concatenated to [E, D, 2F] once per call, so each tile does
-one up-projection matmul forward and one input-gradient and one
-weight-gradient matmul for both halves backward.
+Each piece has a custom VJP. The backward of `swiglu_tiles` is a second loop:
+per tile it rebuilds the activations from the saved pre-activations,
+accumulates its expert's weight gradients in place and writes the tile's
+input gradient. wi_0 and wi_1 are concatenated to [E, D, 2F] once per call, so
+a tile does one up-projection matmul forward, and one input-gradient and one
+weight-gradient matmul for both halves backward. Dispatch and combine are
+gathers both ways (as in permute.py): no scatter, deterministic.
 """
 import functools
 
@@ -28,11 +30,12 @@ import jax.numpy as jnp
 from moe_jax.kernels import dispatch as dispatch_lib
 
 
-def tile_rows(num_assignments, num_experts, preferred=128):
-  """Rows per tile: `preferred`, halved while padding (up to half a tile per
-  expert on average) would exceed ~1/16 of the routed rows; at least 8."""
+def tile_rows(num_rows, num_groups=1, preferred=128):
+  """Rows per tile: `preferred` (the fastest on CPU from D = 96 to 256,
+  docs/benchmarks.md), halved while the padding, up to a tile per group, could
+  exceed a quarter of the rows; at least 8."""
   m = preferred
-  while m > 8 and num_experts * m > num_assignments // 8:
+  while m > 8 and num_groups * m > num_rows // 4:
     m //= 2
   return m
 
@@ -45,86 +48,147 @@ def _put(a_RX, tile, m, tm):
   return lax.dynamic_update_slice_in_dim(a_RX, tile.astype(a_RX.dtype), m * tm, 0)
 
 
-def _forward(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, tm):
-  num_tokens, top_k = idx_Tk.shape
-  num_experts, d, f = wi_0_EDF.shape
-  r = dispatch_lib.route(idx_Tk, num_experts, tm)
-  x_RD = jnp.take(x_TD, r.row_token_R, axis=0) * (r.row_assign_R >= 0)[:, None].astype(x_TD.dtype)
-  wi_E2 = jnp.concatenate([wi_0_EDF, wi_1_EDF], axis=-1)   # [E, D, 2F]
+def _accumulate(a_EXY, e, grad_XY):
+  """a_EXY[e] += grad_XY as one in-place dynamic-update-slice (`.at[e].add`
+  is a scatter, which XLA:CPU fuses into a pass over all of a_EXY)."""
+  old_XY = lax.dynamic_index_in_dim(a_EXY, e, keepdims=False)
+  return lax.dynamic_update_index_in_dim(a_EXY, old_XY + grad_XY, e, 0)
+
+
+def _swiglu_fwd_loop(x_RD, tile_e_M, num_tiles, wi_0_EDF, wi_1_EDF, wo_EFD, tm):
+  """y_RD and the pre-activations g_RF = x @ wi_0, u_RF = x @ wi_1 of the used
+  tiles."""
+  rows, d = x_RD.shape
+  f = wi_0_EDF.shape[-1]
 
   def body(m, carry):
-    h_R2, y_RD = carry
-    e = r.tile_group_M[m]
-    x = _tile(x_RD, m, tm)
-    h_M2 = jnp.dot(x, wi_E2[e], preferred_element_type=jnp.float32)
-    a_MF = jax.nn.silu(h_M2[:, :f]) * h_M2[:, f:]
-    y_MD = jnp.dot(a_MF.astype(x.dtype), wo_EFD[e], preferred_element_type=jnp.float32)
-    return _put(h_R2, h_M2, m, tm), _put(y_RD, y_MD, m, tm)
+    g_RF, u_RF, y_RD = carry
+    e, x_MD = tile_e_M[m], _tile(x_RD, m, tm)
+    g_MF = jnp.dot(x_MD, wi_0_EDF[e], preferred_element_type=jnp.float32)
+    u_MF = jnp.dot(x_MD, wi_1_EDF[e], preferred_element_type=jnp.float32)
+    a_MF = (jax.nn.silu(g_MF) * u_MF).astype(x_RD.dtype)
+    y_MD = jnp.dot(a_MF, wo_EFD[e], preferred_element_type=jnp.float32)
+    return _put(g_RF, g_MF, m, tm), _put(u_RF, u_MF, m, tm), _put(y_RD, y_MD, m, tm)
 
-  rows = x_RD.shape[0]
-  h_R2, y_RD = lax.fori_loop(0, r.num_tiles[0], body, (
-      jnp.zeros((rows, 2 * f), jnp.float32), jnp.zeros((rows, d), jnp.float32)))
-  y_TkD = jnp.take(y_RD, r.slot_Tk, axis=0)
-  y_TD = jnp.einsum('tkd,tk->td', y_TkD, gates_Tk.astype(jnp.float32))
-  return y_TD.astype(x_TD.dtype), (r, x_RD, h_R2, y_TkD)
+  zeros = lambda n: jnp.zeros((rows, n), jnp.float32)
+  return lax.fori_loop(0, num_tiles, body, (zeros(f), zeros(f), jnp.zeros((rows, d), x_RD.dtype)))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(6,))
-def _ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, tm):
-  return _forward(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, tm)[0]
+def swiglu_tiles(x_RD, tile_e_M, num_tiles, wi_0_EDF, wi_1_EDF, wo_EFD, tm):
+  """Row tile m (rows m*tm ... m*tm + tm - 1) through expert tile_e_M[m]'s
+  SwiGLU, for m < num_tiles; the rows of later tiles are 0 in the output."""
+  return _swiglu_fwd_loop(x_RD, tile_e_M, num_tiles, wi_0_EDF, wi_1_EDF, wo_EFD, tm)[2]
 
 
-def _ffn_fwd(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, tm):
-  y_TD, res = _forward(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, tm)
-  return y_TD, (res, x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD)
+def _swiglu_tiles_fwd(x_RD, tile_e_M, num_tiles, wi_0_EDF, wi_1_EDF, wo_EFD, tm):
+  g_RF, u_RF, y_RD = _swiglu_fwd_loop(x_RD, tile_e_M, num_tiles, wi_0_EDF, wi_1_EDF, wo_EFD, tm)
+  return y_RD, (x_RD, g_RF, u_RF, tile_e_M, num_tiles, wi_0_EDF, wi_1_EDF, wo_EFD)
 
 
-def _ffn_bwd(tm, saved, dy_TD):
-  (r, x_RD, h_R2, y_TkD), x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD = saved
-  num_tokens, top_k = idx_Tk.shape
-  f = wi_0_EDF.shape[-1]
-  dy_TD = dy_TD.astype(jnp.float32)
-  dgates_Tk = jnp.einsum('td,tkd->tk', dy_TD, y_TkD)
-  # d(combine)/dy_R: each row gets its token's dy times its gate (0 on padding).
-  assign_R = jnp.maximum(r.row_assign_R, 0)
-  gate_R = jnp.where(r.row_assign_R >= 0, gates_Tk.reshape(-1)[assign_R], 0).astype(jnp.float32)
-  dy_RD = jnp.take(dy_TD, r.row_token_R, axis=0) * gate_R[:, None]
-  wi_E2 = jnp.concatenate([wi_0_EDF, wi_1_EDF], axis=-1)
+def _swiglu_tiles_bwd(tm, saved, dy_RD):
+  x_RD, g_RF, u_RF, tile_e_M, num_tiles, wi_0_EDF, wi_1_EDF, wo_EFD = saved
+  f32 = lambda a: a.astype(jnp.float32)
 
   def body(m, carry):
-    dx_RD, dwi_E2, dwo_EFD = carry
-    e = r.tile_group_M[m]
-    x, h_M2, dy_MD = _tile(x_RD, m, tm), _tile(h_R2, m, tm), _tile(dy_RD, m, tm)
-    g_MF, u_MF = h_M2[:, :f], h_M2[:, f:]
+    dx_RD, dwi_0_EDF, dwi_1_EDF, dwo_EFD = carry
+    e = tile_e_M[m]
+    x_MD, dy_MD = f32(_tile(x_RD, m, tm)), f32(_tile(dy_RD, m, tm))
+    g_MF, u_MF = _tile(g_RF, m, tm), _tile(u_RF, m, tm)
     sig_MF = jax.nn.sigmoid(g_MF)
     silu_MF = g_MF * sig_MF
-    a_MF = silu_MF * u_MF
-    dwo_EFD = dwo_EFD.at[e].add(jnp.dot(a_MF.T, dy_MD))
-    da_MF = jnp.dot(dy_MD, wo_EFD[e].T.astype(jnp.float32))
-    dh_M2 = jnp.concatenate([da_MF * u_MF * (sig_MF + silu_MF * (1 - sig_MF)),
-                             da_MF * silu_MF], axis=-1)
-    dwi_E2 = dwi_E2.at[e].add(jnp.dot(x.T.astype(jnp.float32), dh_M2))
-    dx_MD = jnp.dot(dh_M2, wi_E2[e].T.astype(jnp.float32))
-    return _put(dx_RD, dx_MD, m, tm), dwi_E2, dwo_EFD
+    dwo_EFD = _accumulate(dwo_EFD, e, jnp.dot((silu_MF * u_MF).T, dy_MD))
+    da_MF = jnp.dot(dy_MD, f32(wo_EFD[e]).T)
+    dg_MF = da_MF * u_MF * (sig_MF + silu_MF * (1 - sig_MF))
+    du_MF = da_MF * silu_MF
+    dwi_0_EDF = _accumulate(dwi_0_EDF, e, jnp.dot(x_MD.T, dg_MF))
+    dwi_1_EDF = _accumulate(dwi_1_EDF, e, jnp.dot(x_MD.T, du_MF))
+    dx_MD = jnp.dot(dg_MF, f32(wi_0_EDF[e]).T) + jnp.dot(du_MF, f32(wi_1_EDF[e]).T)
+    return _put(dx_RD, dx_MD, m, tm), dwi_0_EDF, dwi_1_EDF, dwo_EFD
 
   zeros = lambda a: jnp.zeros(a.shape, jnp.float32)
-  dx_RD, dwi_E2, dwo_EFD = lax.fori_loop(0, r.num_tiles[0], body, (
-      zeros(x_RD), zeros(wi_E2), zeros(wo_EFD)))
-  # d(dispatch): each token sums its k rows (gathers, as in the forward combine).
-  dx_TD = jnp.sum(jnp.take(dx_RD, r.slot_Tk, axis=0), axis=1)
-  return (dx_TD.astype(x_TD.dtype), None, dgates_Tk.astype(gates_Tk.dtype),
-          dwi_E2[..., :f].astype(wi_0_EDF.dtype), dwi_E2[..., f:].astype(wi_1_EDF.dtype),
-          dwo_EFD.astype(wo_EFD.dtype))
+  dx_RD, dwi_0_EDF, dwi_1_EDF, dwo_EFD = lax.fori_loop(0, num_tiles, body, (
+      jnp.zeros(x_RD.shape, x_RD.dtype), zeros(wi_0_EDF), zeros(wi_1_EDF), zeros(wo_EFD)))
+  return (dx_RD, None, None, dwi_0_EDF.astype(wi_0_EDF.dtype),
+          dwi_1_EDF.astype(wi_1_EDF.dtype), dwo_EFD.astype(wo_EFD.dtype))
 
 
-_ffn.defvjp(_ffn_fwd, _ffn_bwd)
+swiglu_tiles.defvjp(_swiglu_tiles_fwd, _swiglu_tiles_bwd)
+
+
+def _rows(a_NX, index):
+  """a_NX[index] for indices in range by construction: no out-of-bounds
+  select (jnp.take's default fill mode costs XLA:CPU a pass over the result)."""
+  return a_NX.at[index].get(mode='promise_in_bounds')
+
+
+@jax.custom_vjp
+def _dispatch(x_TD, routing):
+  """x_RD[r] = x_TD[token(r)]. Padding rows copy token 0 rather than being
+  zeroed (a pass less): nothing reads their outputs, and their dy is 0, so
+  they add nothing to any gradient."""
+  return _rows(x_TD, routing.row_token_R)
+
+
+def _dispatch_fwd(x_TD, routing):
+  return _dispatch(x_TD, routing), routing
+
+
+def _dispatch_bwd(routing, dx_RD):
+  # Each token sums the rows it was copied to: its k slots.
+  return jnp.sum(_rows(dx_RD, routing.slot_Tk), axis=1), None
+
+
+_dispatch.defvjp(_dispatch_fwd, _dispatch_bwd)
+
+
+@jax.custom_vjp
+def _combine(y_RD, gates_Tk, routing):
+  """y_TD[t] = sum_j gates[t, j] * y_RD[slot(t, j)], in float32."""
+  y_TkD = _rows(y_RD, routing.slot_Tk).astype(jnp.float32)
+  return jnp.einsum('tkd,tk->td', y_TkD, gates_Tk.astype(jnp.float32))
+
+
+def _combine_fwd(y_RD, gates_Tk, routing):
+  return _combine(y_RD, gates_Tk, routing), (y_RD, gates_Tk, routing)
+
+
+def _combine_bwd(saved, dy_TD):
+  y_RD, gates_Tk, routing = saved
+  dgates_Tk = jnp.einsum('td,tkd->tk', dy_TD,
+                         _rows(y_RD, routing.slot_Tk).astype(jnp.float32))
+  # Row r gets its token's dy times its gate (0 on padding rows).
+  assign_R = routing.row_assign_R
+  gate_R = jnp.where(assign_R >= 0, gates_Tk.reshape(-1)[jnp.maximum(assign_R, 0)], 0)
+  dy_RD = _rows(dy_TD, routing.row_token_R) * gate_R[:, None].astype(jnp.float32)
+  return dy_RD.astype(y_RD.dtype), dgates_Tk.astype(gates_Tk.dtype), None
+
+
+_combine.defvjp(_combine_fwd, _combine_bwd)
 
 
 def moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, tile_m=None):
   """Routes each token to its k experts and sums their gated SwiGLU outputs.
 
-  tile_m: rows per tile (None: `tile_rows` of the shapes).
+  idx = num_experts means "no expert" (as in moe_ffn.py): it adds 0 and its
+  gate gets a zero gradient. tile_m: rows per tile (None: `tile_rows`).
   """
   num_tokens, top_k = idx_Tk.shape
-  tm = tile_m or tile_rows(num_tokens * top_k, wi_0_EDF.shape[0])
-  return _ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, tm)
+  num_experts = wi_0_EDF.shape[0]
+  tm = tile_m or tile_rows(num_tokens * top_k, num_experts)
+  routing = dispatch_lib.route(idx_Tk, num_experts, tm)
+  x_RD = _dispatch(x_TD, routing)
+  y_RD = swiglu_tiles(x_RD, routing.tile_group_M, routing.num_tiles[0], wi_0_EDF, wi_1_EDF,
+                      wo_EFD, tm)
+  return _combine(y_RD, gates_Tk, routing).astype(x_TD.dtype)
+
+
+def swiglu(x_TD, wi_0_DF, wi_1_DF, wo_FD, tile_m=None):
+  """The dense SwiGLU `reference.swiglu` by `swiglu_tiles` (one expert)."""
+  num_tokens = x_TD.shape[0]
+  tm = tile_m or tile_rows(num_tokens)
+  tiles = -(-num_tokens // tm)
+  x_RD = jnp.pad(x_TD, ((0, tiles * tm - num_tokens), (0, 0)))
+  y_RD = swiglu_tiles(x_RD, jnp.zeros((tiles,), jnp.int32), tiles, wi_0_DF[None],
+                      wi_1_DF[None], wo_FD[None], tm)
+  return y_RD[:num_tokens]

@@ -48,9 +48,9 @@ class Attention(nn.Module):
 
     w_q, w_k, w_v = param('q', (d, h, k)), param('k', (d, g, k)), param('v', (d, g, k))
     w_o = param('o', (h, k, d))
-    q_BLHK = jnp.einsum('bld,dhk->blhk', x_BLD, w_q)
-    k_BLGK = jnp.einsum('bld,dgk->blgk', x_BLD, w_k)
-    v_BLGK = jnp.einsum('bld,dgk->blgk', x_BLD, w_v)
+    q_BLHK = layers.dense(x_BLD, w_q)
+    k_BLGK = layers.dense(x_BLD, w_k)
+    v_BLGK = layers.dense(x_BLD, w_v)
     if cfg.qkv_bias:
       zeros = nn.initializers.zeros
       q_BLHK = q_BLHK + param('q_bias', (h, k), zeros)
@@ -70,18 +70,26 @@ class Attention(nn.Module):
     if decode:
       k_BLGK, v_BLGK, kv_segment_ids_BS, q_slots_L = self._cached(k_BLGK, v_BLGK, segment_ids_BL)
 
-    # Query head h reads kv head h // (H / G): group the query heads.
-    q_BLGRK = q_BLHK.reshape(b, length, g, h // g, k)
+    # Query head h reads kv head h // (H / G): the R = H / G query heads of a
+    # group and their L positions form the rows Q = R*L of one matmul against
+    # the group's S keys. Heads go first, so the scores come out in the layout
+    # softmax reads; XLA:CPU spends ~25% more on the [B, L, G, R, K] einsums
+    # (transposed copies of the scores, docs/benchmarks.md).
+    r, s = h // g, k_BLGK.shape[1]
+    q_BGQK = q_BLHK.reshape(b, length, g, r, k).transpose(0, 2, 3, 1, 4).reshape(
+        b, g, r * length, k)
+    k_BGSK, v_BGSK = k_BLGK.transpose(0, 2, 1, 3), v_BLGK.transpose(0, 2, 1, 3)
     # Scores accumulate in float32 even with bf16 inputs.
-    logits_BGRLS = jnp.einsum('bqgrk,bsgk->bgrqs', q_BLGRK, k_BLGK,
-                              preferred_element_type=jnp.float32)
-    logits_BGRLS = logits_BGRLS / jnp.sqrt(jnp.float32(k))
+    logits_BGQS = jnp.einsum('bgqk,bgsk->bgqs', q_BGQK, k_BGSK,
+                             preferred_element_type=jnp.float32)
+    logits_BGRLS = logits_BGQS.reshape(b, g, r, length, s) / jnp.sqrt(jnp.float32(k))
     allowed = mask(segment_ids_BL, kv_segment_ids_BS, q_slots_L)[:, :, None]  # [B, 1, 1, L, S]
     logits_BGRLS = jnp.where(allowed, logits_BGRLS, jnp.finfo(jnp.float32).min)
-    probs_BGRLS = jax.nn.softmax(logits_BGRLS, axis=-1).astype(dtype)
-    out_BLGRK = jnp.einsum('bgrqs,bsgk->bqgrk', probs_BGRLS, v_BLGK)
-    out_BLHK = out_BLGRK.reshape(b, length, h, k)
-    return jnp.einsum('blhk,hkd->bld', out_BLHK, w_o)
+    probs_BGQS = jax.nn.softmax(logits_BGRLS, axis=-1).astype(dtype).reshape(b, g, r * length, s)
+    out_BGQK = jnp.einsum('bgqs,bgsk->bgqk', probs_BGQS, v_BGSK)
+    out_BLHK = out_BGQK.reshape(b, g, r, length, k).transpose(0, 3, 1, 2, 4).reshape(
+        b, length, h, k)
+    return layers.dense(out_BLHK, w_o, in_dims=2)
 
   def _cached(self, k_BLGK, v_BLGK, segment_ids_BL):
     """Writes this call's keys, values and segment ids into the cache; returns

@@ -1,9 +1,12 @@
-"""Small building blocks shared by the decoder: RMSNorm, embedding, init, dtype.
+"""Small building blocks shared by the decoder: RMSNorm, embedding, init, dtype,
+and `dense`, the one way weights multiply activations.
 
 Params are float32 leaves created with `self.param` under the exact names of
 docs/internals.md (no Dense/kernel nesting), so upcycling and sharding rules can
 match paths; compute runs in `model.dtype`.
 """
+import math
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -11,6 +14,20 @@ import jax.numpy as jnp
 
 def compute_dtype(cfg):
   return jnp.dtype(cfg.dtype)
+
+
+def dense(x, w, in_dims=1):
+  """Contracts the last `in_dims` dims of x with the first `in_dims` of w.
+
+  The leading (token) dims of x are flattened into one first: given [B, L, D]
+  activations, XLA:CPU lays out the weight gradient of a matmul with two free
+  dims by transposing copies of the activations, about twice the time of the
+  same [B*L, D] matmul (docs/benchmarks.md, "CPU training step"). On GPU and
+  TPU the reshapes are free.
+  """
+  lead, ins, outs = x.shape[:x.ndim - in_dims], w.shape[:in_dims], w.shape[in_dims:]
+  y = x.reshape(-1, math.prod(ins)) @ w.reshape(math.prod(ins), -1)
+  return y.reshape(*lead, *outs)
 
 
 def normal(std):
@@ -45,4 +62,4 @@ class Embed(nn.Module):
     return jnp.take(self.embedding, tokens_BL, axis=0).astype(self.dtype)
 
   def attend(self, x_BLD):
-    return jnp.einsum('bld,vd->blv', x_BLD, self.embedding.astype(self.dtype))
+    return dense(x_BLD, self.embedding.astype(self.dtype).T)

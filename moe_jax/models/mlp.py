@@ -22,6 +22,6 @@ class MLP(nn.Module):
     wi_0 = self.param('wi_0', init, (d, self.d_ff), jnp.float32).astype(self.dtype)
     wi_1 = self.param('wi_1', init, (d, self.d_ff), jnp.float32).astype(self.dtype)
     wo = self.param('wo', init, (self.d_ff, d), jnp.float32).astype(self.dtype)
-    h_BLF = jax.nn.silu(x_BLD @ wi_0) * (x_BLD @ wi_1)
+    h_BLF = jax.nn.silu(layers.dense(x_BLD, wi_0)) * layers.dense(x_BLD, wi_1)
     h_BLF = nn.with_logical_constraint(h_BLF, ('batch', 'length', 'mlp'))
-    return h_BLF @ wo
+    return layers.dense(h_BLF, wo)

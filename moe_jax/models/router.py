@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from moe_jax.models import layers
+
 
 class Router(nn.Module):
   """Logits [.., E] in float32, and the selection bias (zeros without use_bias)."""
@@ -28,7 +30,7 @@ class Router(nn.Module):
   def __call__(self, x_BLD):
     w_DE = self.param('w', nn.initializers.normal(self.init_std),
                       (x_BLD.shape[-1], self.num_experts), jnp.float32)
-    logits_BLE = jnp.einsum('bld,de->ble', x_BLD.astype(jnp.float32), w_DE)
+    logits_BLE = layers.dense(x_BLD.astype(jnp.float32), w_DE)
     if self.use_bias:
       bias_E = self.param('bias', nn.initializers.zeros, (self.num_experts,), jnp.float32)
     else:

@@ -77,7 +77,7 @@ class Transformer(nn.Module):
     else:
       w_DV = self.param('lm_head', layers.normal(cfg.init_std), (cfg.d_model, cfg.vocab_size),
                         jnp.float32)
-      logits_BLV = x_BLD @ w_DV.astype(dtype)
+      logits_BLV = layers.dense(x_BLD, w_DV.astype(dtype))
     logits_BLV = nn.with_logical_constraint(logits_BLV, ('batch', 'length', 'vocab'))
     return logits_BLV.astype(jnp.float32), aux
 
