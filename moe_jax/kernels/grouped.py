@@ -10,16 +10,14 @@ expert's weights, indexed in place. So the FLOPs are those of the routed rows
 plus < tile_m padding rows per non-empty expert, where `jax.lax.ragged_dot`
 on CPU computes every expert on every row; and each tile's activations stay in
 cache between its matmuls, where a whole-batch SwiGLU streams several
-[T·k, F] arrays through memory. That is also why the dense MLP runs
-`swiglu_tiles` on CPU (moe_jax/models/mlp.py), with one "expert".
+[T·k, F] arrays through memory.
 
 Each piece has a custom VJP. The backward of `swiglu_tiles` is a second loop:
 per tile it rebuilds the activations from the saved pre-activations,
 accumulates its expert's weight gradients in place and writes the tile's
-input gradient. wi_0 and wi_1 are concatenated to [E, D, 2F] once per call, so
-a tile does one up-projection matmul forward, and one input-gradient and one
-weight-gradient matmul for both halves backward. Dispatch and combine are
-gathers both ways (as in permute.py): no scatter, deterministic.
+input gradient (`jnp.ndarray.at[e].add` would be a scatter, which XLA:CPU
+turns into a pass over all of the gradient each tile). Dispatch and combine
+are gathers both ways (as in permute.py): no scatter, deterministic.
 """
 import functools
 
@@ -181,14 +179,3 @@ def moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, tile_m=None):
   y_RD = swiglu_tiles(x_RD, routing.tile_group_M, routing.num_tiles[0], wi_0_EDF, wi_1_EDF,
                       wo_EFD, tm)
   return _combine(y_RD, gates_Tk, routing).astype(x_TD.dtype)
-
-
-def swiglu(x_TD, wi_0_DF, wi_1_DF, wo_FD, tile_m=None):
-  """The dense SwiGLU `reference.swiglu` by `swiglu_tiles` (one expert)."""
-  num_tokens = x_TD.shape[0]
-  tm = tile_m or tile_rows(num_tokens)
-  tiles = -(-num_tokens // tm)
-  x_RD = jnp.pad(x_TD, ((0, tiles * tm - num_tokens), (0, 0)))
-  y_RD = swiglu_tiles(x_RD, jnp.zeros((tiles,), jnp.int32), tiles, wi_0_DF[None],
-                      wi_1_DF[None], wo_FD[None], tm)
-  return y_RD[:num_tokens]

@@ -77,7 +77,9 @@ class Writer:
     for key, value in record.items():
       if key == 'step':
         continue
-      if isinstance(value, list):
+      if isinstance(value, str):
+        self._tb.add_text(key, value, step)
+      elif isinstance(value, list):
         self._tb.add_histogram(key, np.asarray(value), step)
       else:
         self._tb.add_scalar(key, value, step)

@@ -22,6 +22,7 @@ import tqdm
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, CorruptCheckpointError, NonFiniteLossError
 from moe_jax.models import accounting
+from moe_jax.models import dispatch as dispatch_lib
 from moe_jax.models import config as model_config
 from moe_jax.train import config_check, metrics, program as program_lib
 from moe_jax.upcycle import transition
@@ -173,6 +174,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
   files.check_dir_writable(workdir, 'workdir')
   if config.mesh.distributed:
     jax.distributed.initialize()
+  # 'auto' becomes this platform's path, so config.json and the metrics say what ran.
+  config.moe.dispatch = dispatch_lib.resolve(config.moe.dispatch)
   mesh = placement.make_mesh(config.mesh)
   model_config.ModelConfig.from_config(config, vocab_size=1)   # before a BPE is trained
   tokenizer = pipeline.tokenizer_for(config, workdir)
@@ -257,6 +260,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
         tokens_per_s = (done - t0_step) * config.batch_size * config.seq_len / elapsed
         t0, t0_step = time.perf_counter(), done
         last.update(perplexity=float(np.exp(min(last['loss'], 50.0))), tokens_per_s=tokens_per_s)
+        if program.model.cfg.moe_layers:
+          last['moe/dispatch'] = program.config.moe.dispatch
         if peak:
           flops = 3 * accounting.forward_flops_per_token(program.model.cfg, config.seq_len)
           last['mfu'] = tokens_per_s * flops / (peak * jax.device_count())

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+from moe_jax.models import dispatch
 from moe_jax.train import trainer
 from tests.train import tiny
 
@@ -29,3 +30,9 @@ def test_resumed_run_logs_the_same_losses(tmp_path):
   subprocess.run([sys.executable, '-c', code], check=True, cwd=_REPO, env=env)
   assert _losses(resumed) == _losses(straight)
   assert len(_losses(straight)) == 6
+  # moe.dispatch='auto' (the default) is recorded as the path that ran.
+  ran = dispatch.resolve('auto')
+  with open(os.path.join(straight, 'config.json')) as f:
+    assert json.load(f)['moe']['dispatch'] == ran == 'grouped'   # tests run on CPU
+  with open(os.path.join(straight, 'metrics.jsonl')) as f:
+    assert {json.loads(line)['moe/dispatch'] for line in f} == {ran}
