@@ -84,7 +84,8 @@ class JaxSide:
                       loss_mask=np.ones(shape, np.float32))
     self.program = program_lib.build(config, placement.make_mesh(config.mesh))
     self.state = program_lib.init_state(self.program, config.seed)
-    self.info = dict(dispatch=dispatch_lib.resolve(dispatch) if CASES[case][0] else None)
+    resolve = getattr(dispatch_lib, 'resolve', lambda name: name)   # a checkout before 'auto'
+    self.info = dict(dispatch=resolve(dispatch) if CASES[case][0] else None)
 
   def run(self, steps):
     """`steps` train steps, the batch put on the device each step as the
@@ -180,15 +181,18 @@ def worker(side, cores):
 
 
 class Worker:
-  def __init__(self, side, threads):
+  """One side's process: this file run as a script, importing `configs` and
+  `moe_jax` from `src` (default: the checkout this file is in)."""
+
+  def __init__(self, side, threads, src=None):
     cores = sorted(os.sched_getaffinity(0))[:threads]
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get(
+    src = os.path.abspath(src or os.path.join(os.path.dirname(__file__), '..', '..'))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [src, os.environ.get(
         'PYTHONPATH')])))
     self.proc = subprocess.Popen(
-        [sys.executable, '-m', 'experiments.bench.cpu_step', f'--worker={side}',
+        [sys.executable, os.path.abspath(__file__), f'--worker={side}',
          f'--cores={",".join(map(str, cores))}'],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=root)
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=src)
 
   def ask(self, **req):
     self.proc.stdin.write(json.dumps(req) + '\n')
@@ -228,7 +232,7 @@ def summarize(rows, tokens_per_step):
     for key, out in (('seconds', 'tokens_per_s'), ('cpu_seconds', 'tokens_per_cpu_s')):
       rate = [tokens_per_step * r['steps'] / s for s in r[key]]
       r[out] = _median(rate)
-      if r['side'] == 'jax' and ref:
+      if r['side'] != 'torch' and ref:
         ref_rate = [tokens_per_step * ref['steps'] / s for s in ref[key]]
         r[out.replace('tokens_per', 'ratio')] = _median(
             [a / b for a, b in zip(rate, ref_rate)])
@@ -244,7 +248,8 @@ def markdown(rows):
                    f'{r["error"]} | | | |')
       continue
     ratios = [f'{r[k]:.2f}x' if k in r else '' for k in ('ratio_s', 'ratio_cpu_s')]
-    lines.append(f'| {r["case"]} | {r.get("model", "moe_jax")} | {r.get("dispatch") or ""} | '
+    who = r.get('model') or ('moe_jax (baseline)' if r['side'] == 'baseline' else 'moe_jax')
+    lines.append(f'| {r["case"]} | {who} | {r.get("dispatch") or ""} | '
                  f'{r["tokens_per_s"]:,.0f} | {ratios[0]} | {r["tokens_per_cpu_s"]:,.0f} | '
                  f'{ratios[1]} |')
   return '\n'.join(lines)
@@ -259,6 +264,10 @@ def main(argv=None):
   ap.add_argument('--reps', type=int, default=9, help='timed repetitions per row')
   ap.add_argument('--steps', type=int, default=5, help='train steps per repetition')
   ap.add_argument('--no_torch', action='store_true', help='time moe_jax only')
+  ap.add_argument('--baseline_src', help='another moe_jax checkout (e.g. a copy of main) '
+                  'timed in a third worker, interleaved with the others: a before/after run')
+  ap.add_argument('--baseline_dispatch', default='ragged',
+                  help="the baseline's dispatch paths (checkouts before 'auto' need one)")
   ap.add_argument('--worker', choices=('jax', 'torch'), help=argparse.SUPPRESS)
   ap.add_argument('--cores', help=argparse.SUPPRESS)
   args = ap.parse_args(argv)
@@ -272,13 +281,18 @@ def main(argv=None):
     ap.error(f'--threads={args.threads}: this process may use {len(os.sched_getaffinity(0))} cores')
   use_torch = not args.no_torch and _has_torch()
   workers = {'jax': Worker('jax', args.threads)}
+  if args.baseline_src:
+    workers['baseline'] = Worker('jax', args.threads, args.baseline_src)
   if use_torch:
     workers['torch'] = Worker('torch', args.threads)
   rows = []
   for case in cases:
-    for dispatch in (args.dispatch.split(',') if CASES[case][0] else ['auto']):
-      rows.append(dict(case=case, side='jax', requested_dispatch=dispatch,
-                       key=f'{case}/{dispatch}'))
+    for side, paths in (('baseline', args.baseline_dispatch), ('jax', args.dispatch)):
+      if side not in workers:
+        continue
+      for dispatch in (paths.split(',') if CASES[case][0] else ['auto']):
+        rows.append(dict(case=case, side=side, requested_dispatch=dispatch,
+                         key=f'{case}/{dispatch}'))
     if use_torch:
       rows.append(dict(case=case, side='torch', key=case))
   load_before = os.getloadavg()
@@ -305,6 +319,7 @@ def main(argv=None):
       load_avg_before=load_before, load_avg_after=os.getloadavg(),
       python=platform.python_version(),
       **{k: v for w in workers.values() for k, v in w.ask(op='versions').items()},
+      baseline_src=args.baseline_src,
       timing=(f'{args.reps} repetitions of {args.steps} steps per row after 2 warm-up steps; '
               'rows interleaved; tokens/s (wall) and tokens/CPU-s (process_time) are medians '
               'over repetitions; ratios = medians over repetitions of moe_jax / the adjacent '
