@@ -46,10 +46,15 @@ def _put(a_RX, tile, m, tm):
   return lax.dynamic_update_slice_in_dim(a_RX, tile.astype(a_RX.dtype), m * tm, 0)
 
 
+def _expert(w_EXY, e):
+  """w_EXY[e] for a traced e (also when w_EXY is a numpy array)."""
+  return lax.dynamic_index_in_dim(w_EXY, e, keepdims=False)
+
+
 def _accumulate(a_EXY, e, grad_XY):
   """a_EXY[e] += grad_XY as one in-place dynamic-update-slice (`.at[e].add`
   is a scatter, which XLA:CPU fuses into a pass over all of a_EXY)."""
-  old_XY = lax.dynamic_index_in_dim(a_EXY, e, keepdims=False)
+  old_XY = _expert(a_EXY, e)
   return lax.dynamic_update_index_in_dim(a_EXY, old_XY + grad_XY, e, 0)
 
 
@@ -62,10 +67,10 @@ def _swiglu_fwd_loop(x_RD, tile_e_M, num_tiles, wi_0_EDF, wi_1_EDF, wo_EFD, tm):
   def body(m, carry):
     g_RF, u_RF, y_RD = carry
     e, x_MD = tile_e_M[m], _tile(x_RD, m, tm)
-    g_MF = jnp.dot(x_MD, wi_0_EDF[e], preferred_element_type=jnp.float32)
-    u_MF = jnp.dot(x_MD, wi_1_EDF[e], preferred_element_type=jnp.float32)
+    g_MF = jnp.dot(x_MD, _expert(wi_0_EDF, e), preferred_element_type=jnp.float32)
+    u_MF = jnp.dot(x_MD, _expert(wi_1_EDF, e), preferred_element_type=jnp.float32)
     a_MF = (jax.nn.silu(g_MF) * u_MF).astype(x_RD.dtype)
-    y_MD = jnp.dot(a_MF, wo_EFD[e], preferred_element_type=jnp.float32)
+    y_MD = jnp.dot(a_MF, _expert(wo_EFD, e), preferred_element_type=jnp.float32)
     return _put(g_RF, g_MF, m, tm), _put(u_RF, u_MF, m, tm), _put(y_RD, y_MD, m, tm)
 
   zeros = lambda n: jnp.zeros((rows, n), jnp.float32)
@@ -96,12 +101,13 @@ def _swiglu_tiles_bwd(tm, saved, dy_RD):
     sig_MF = jax.nn.sigmoid(g_MF)
     silu_MF = g_MF * sig_MF
     dwo_EFD = _accumulate(dwo_EFD, e, jnp.dot((silu_MF * u_MF).T, dy_MD))
-    da_MF = jnp.dot(dy_MD, f32(wo_EFD[e]).T)
+    da_MF = jnp.dot(dy_MD, f32(_expert(wo_EFD, e)).T)
     dg_MF = da_MF * u_MF * (sig_MF + silu_MF * (1 - sig_MF))
     du_MF = da_MF * silu_MF
     dwi_0_EDF = _accumulate(dwi_0_EDF, e, jnp.dot(x_MD.T, dg_MF))
     dwi_1_EDF = _accumulate(dwi_1_EDF, e, jnp.dot(x_MD.T, du_MF))
-    dx_MD = jnp.dot(dg_MF, f32(wi_0_EDF[e]).T) + jnp.dot(du_MF, f32(wi_1_EDF[e]).T)
+    dx_MD = (jnp.dot(dg_MF, f32(_expert(wi_0_EDF, e)).T)
+             + jnp.dot(du_MF, f32(_expert(wi_1_EDF, e)).T))
     return _put(dx_RD, dx_MD, m, tm), dwi_0_EDF, dwi_1_EDF, dwo_EFD
 
   zeros = lambda a: jnp.zeros(a.shape, jnp.float32)
