@@ -14,9 +14,9 @@ and return `(y_TD, dropped_frac)`:
 Under a mesh whose `expert` axis has more than one device, `get` returns the
 expert-parallel path of moe_jax/parallel/expert.py instead (`expert_parallel`),
 whose shards compute their local experts with the Pallas kernels for `pallas`,
-the grouped loop for `grouped` and `jax.lax.ragged_dot` otherwise; under one that splits tokens but not
-experts, the chosen path runs on each token shard (moe_jax/parallel/local.py),
-einsum with a capacity per shard.
+the grouped loop for `grouped` and `jax.lax.ragged_dot` otherwise; under one
+that splits tokens but not experts, the chosen path runs on each token shard
+(moe_jax/parallel/local.py), einsum with a capacity per shard.
 An assignment whose gate is exactly 0 (the MoE block zeroes padding tokens'
 gates) adds nothing to y; einsum does not let it take a capacity slot.
 """
