@@ -72,7 +72,8 @@ class JaxSide:
     import jax  # pylint: disable=g-import-not-at-top
     import numpy as np  # pylint: disable=g-import-not-at-top
     from moe_jax.models import dispatch as dispatch_lib  # pylint: disable=g-import-not-at-top
-    from moe_jax.train import placement, program as program_lib  # pylint: disable=g-import-not-at-top
+    from moe_jax.train import program as program_lib  # pylint: disable=g-import-not-at-top
+    from moe_jax.workdir import placement  # pylint: disable=g-import-not-at-top
     self._jax, self._placement = jax, placement
     config = make_config(case, dispatch)
     config.mesh.num_devices = 1

@@ -132,10 +132,11 @@ _PATHS = {'reference': reference, 'einsum': einsum, 'ragged': ragged, 'grouped':
           'pallas': pallas}
 NAMES = (*_PATHS, 'auto')
 
-# The fastest dropless path per platform (docs/benchmarks.md, "CPU training
-# step"). On CPU ragged_dot computes every expert on every row, the grouped
-# loop only the routed ones. GPU and TPU keep ragged_dot, which XLA lowers to
-# grouped matmuls there, until the Pallas kernels have device numbers.
+# The fastest dropless path per platform, the one place that choice is made
+# (docs/benchmarks.md, "CPU training step"). On CPU ragged_dot computes every
+# expert on every row and the grouped loop only the routed ones. GPU and TPU
+# keep ragged, the default before 'auto', until a device has timed the Pallas
+# kernels against it (docs/benchmarks.md, "MoE layer kernel").
 AUTO = {'cpu': 'grouped'}
 AUTO_DEFAULT = 'ragged'
 
