@@ -107,6 +107,7 @@ def main(argv=None):
   ap.add_argument('--threads', type=int, default=1, help='cores to pin to')
   ap.add_argument('--reps', type=int, default=7)
   ap.add_argument('--tokens', help='e.g. 4096 (default: 4096,8192)')
+  ap.add_argument('--d_model', help='e.g. 96 (default: 96,256)')
   ap.add_argument('--small', action='store_true', help='one tiny case: checks the script')
   args = ap.parse_args(argv)
   cores = os.sched_getaffinity(0)
@@ -125,8 +126,9 @@ def _run(args, ap):
   if unknown:
     ap.error(f'--paths: {unknown} not in {dispatch.NAMES}')
   grid = dict(GRID)
-  if args.tokens:
-    grid['tokens'] = tuple(int(v) for v in args.tokens.split(','))
+  for key in ('tokens', 'd_model'):
+    if getattr(args, key):
+      grid[key] = tuple(int(v) for v in getattr(args, key).split(','))
   cases = list(_cases(grid))
   if args.small:
     cases = [(64, 16, 32, 4, 'skewed')]

@@ -137,7 +137,7 @@ class TorchSide:
       self._torch.nn.utils.clip_grad_norm_(self.model.parameters(), self._clip)
       self.opt.step()
       self.opt.zero_grad(set_to_none=True)
-    return float(loss)
+    return loss.item()
 
 
 def _versions(side):

@@ -1,10 +1,11 @@
 """The CPU benchmarks run end to end and compute their ratios from paired
 repetitions. Timings are not checked: not a timed test."""
 import json
+import types
 
 import pytest
 
-from experiments.bench import cpu_layer, cpu_step
+from experiments.bench import cpu_layer, cpu_profile, cpu_step, cpu_trace
 
 
 def test_step_ratios_pair_adjacent_repetitions():
@@ -36,3 +37,45 @@ def test_layer_benchmark_runs_and_checks(tmp_path):
   [case] = json.loads(out.read_text())['results']
   assert case['check']['grouped']['ok'] and case['check']['einsum']['ok']
   assert set(case['fwd_bwd_ms']) == {'dense', 'grouped', 'einsum'}
+
+
+def test_profile_table_subtracts_the_layers_from_fwd_bwd():
+  ms = dict(step=10.0, fwd=3.0, fwd_bwd=9.0, optimizer=1.0, ffn=2.0)
+  rows = [dict(case='moe4', side='moe_jax', cpu_ms=dict(ms, attention=1.5)),
+          dict(case='moe4', side='transformers', cpu_ms=ms)]
+  jax_line, torch_line = cpu_profile.markdown(rows, layers=2).splitlines()[2:]
+  assert jax_line.endswith('| 4.0 | 3.0 | 2.0 |')               # 9 - 2 * (2 + 1.5)
+  assert torch_line.endswith('| 4.0 |  | 5.0 (attention included) |')
+
+
+def test_trace_self_times_subtract_nested_thunks():
+  event = lambda name, start, duration: types.SimpleNamespace(
+      name=name, start_ns=start, duration_ns=duration)
+  loop = [event('while', 0, 100), event('dot', 10, 30), event('fusion', 50, 20),
+          event('after', 100, 5)]
+  assert sorted(cpu_trace._self_times(loop)) == [  # pylint: disable=protected-access
+      ('after', 5), ('dot', 30), ('fusion', 20), ('while', 50)]
+
+
+def test_trace_parts_from_op_names():
+  hlo = '\n'.join(f'  %{name} = f32[2] op(), metadata={{op_name="{op_name}"}}' for name, op_name in [
+      ('a', 'jit(train_step)/jvp(Transformer)/layers_0/attn/exp'),
+      ('b', 'jit(train_step)/transpose(jvp(Transformer))/layers_1/moe/while/body/dot_general'),
+      ('c', 'jit(train_step)/transpose(jvp(Transformer))/layers_1/moe/gather'),
+      ('d', 'jit(train_step)/mul'),
+      ('e', 'jit(train_step)/transpose(jvp(Transformer))/dot_general'),
+      ('f', 'jit(train_step)/jvp(Transformer)/layers_0/mlp_norm/rsqrt')])
+  assert cpu_trace._op_parts(hlo) == {  # pylint: disable=protected-access
+      'a': 'attention (fwd)', 'b': 'moe: experts (bwd)',
+      'c': 'moe: router, routing, statistics (bwd)', 'd': 'optimizer + metrics',
+      'e': 'head + loss (bwd)', 'f': 'norms (fwd)'}
+
+
+@pytest.mark.slow
+def test_profile_and_trace_run(tmp_path):
+  cpu_profile.main(['--out', str(tmp_path / 'p.json'), '--cases=moe4', '--reps=1', '--no_torch'])
+  [row] = json.loads((tmp_path / 'p.json').read_text())['results']
+  assert set(row['cpu_ms']) == {'step', 'fwd', 'fwd_bwd', 'optimizer', 'ffn', 'attention'}
+  cpu_trace.main(['--out', str(tmp_path / 't.json'), '--cases=moe4', '--steps=1'])
+  [row] = json.loads((tmp_path / 't.json').read_text())['results']
+  assert row['dispatch'] == 'grouped' and row['ms_per_step']['moe: experts (bwd)'] > 0
