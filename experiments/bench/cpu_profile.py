@@ -123,11 +123,6 @@ def _torch_parts(case):
               ffn=ffn)
 
 
-def _median(values):
-  values = sorted(values)
-  return (values[len(values) // 2] + values[(len(values) - 1) // 2]) / 2
-
-
 def time_parts(parts, reps):
   """Medians (ms) of CPU and wall time per part, calls interleaved."""
   for fn in parts.values():
@@ -141,8 +136,8 @@ def time_parts(parts, reps):
       fn()
       wall[name].append(time.perf_counter() - t0)
       cpu[name].append(time.process_time() - c0)
-  return ({n: _median(v) * 1e3 for n, v in cpu.items()},
-          {n: _median(v) * 1e3 for n, v in wall.items()})
+  return ({n: cpu_step.median(v) * 1e3 for n, v in cpu.items()},
+          {n: cpu_step.median(v) * 1e3 for n, v in wall.items()})
 
 
 def markdown(results, layers):
@@ -168,10 +163,7 @@ def main(argv=None):
   ap.add_argument('--reps', type=int, default=7)
   ap.add_argument('--no_torch', action='store_true', help='time moe_jax only')
   args = ap.parse_args(argv)
-  cases = args.cases.split(',')
-  unknown = [c for c in cases if c not in cpu_step.CASES]
-  if unknown:
-    ap.error(f'--cases: {unknown} not in {list(cpu_step.CASES)}')
+  cases = cpu_step.parse_cases(ap, args.cases)
   os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])   # before the thread pools start
   use_torch = not args.no_torch and cpu_step._has_torch()  # pylint: disable=protected-access
   if use_torch:
@@ -193,10 +185,7 @@ def main(argv=None):
               timing=f'2 warm-up calls, then {args.reps} interleaved rounds; medians (ms)',
               **cpu_step._versions('jax'),  # pylint: disable=protected-access
               **(cpu_step._versions('torch') if use_torch else {}))  # pylint: disable=protected-access
-  tmp = args.out + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(dict(meta=meta, results=results), f, indent=1)
-  os.replace(tmp, args.out)
+  cpu_step.write_json(args.out, dict(meta=meta, results=results))
   print(markdown(results, meta['layers']))
 
 

@@ -216,7 +216,23 @@ def _has_torch():
     return False
 
 
-def _median(values):
+def parse_cases(ap, text):
+  """The comma-separated `--cases`; an unknown one is an argparse error."""
+  cases = text.split(',')
+  unknown = [c for c in cases if c not in CASES]
+  if unknown:
+    ap.error(f'--cases: {unknown} not in {list(CASES)}')
+  return cases
+
+
+def write_json(path, obj):
+  """Writes `obj` to `path` atomically (a temp file, then a rename)."""
+  with open(path + '.tmp', 'w') as f:
+    json.dump(obj, f, indent=1)
+  os.replace(path + '.tmp', path)
+
+
+def median(values):
   values = sorted(values)
   n = len(values)
   return (values[n // 2] + values[(n - 1) // 2]) / 2 if n else None
@@ -232,10 +248,10 @@ def summarize(rows, tokens_per_step):
     ref = torch_rows.get(r['case'])
     for key, out in (('seconds', 'tokens_per_s'), ('cpu_seconds', 'tokens_per_cpu_s')):
       rate = [tokens_per_step * r['steps'] / s for s in r[key]]
-      r[out] = _median(rate)
+      r[out] = median(rate)
       if r['side'] != 'torch' and ref:
         ref_rate = [tokens_per_step * ref['steps'] / s for s in ref[key]]
-        r[out.replace('tokens_per', 'ratio')] = _median(
+        r[out.replace('tokens_per', 'ratio')] = median(
             [a / b for a, b in zip(rate, ref_rate)])
   return rows
 
@@ -274,10 +290,9 @@ def main(argv=None):
   args = ap.parse_args(argv)
   if args.worker:
     return worker(args.worker, [int(c) for c in args.cores.split(',')])
-  cases = args.cases.split(',')
-  unknown = [c for c in cases if c not in CASES]
-  if unknown or not args.out:
-    ap.error(f'--cases: {unknown} not in {list(CASES)}' if unknown else '--out is required')
+  cases = parse_cases(ap, args.cases)
+  if not args.out:
+    ap.error('--out is required')
   if not 1 <= args.threads <= len(os.sched_getaffinity(0)):
     ap.error(f'--threads={args.threads}: this process may use {len(os.sched_getaffinity(0))} cores')
   use_torch = not args.no_torch and _has_torch()
@@ -329,10 +344,7 @@ def main(argv=None):
     w.close()
   for r in rows:
     r.pop('key')
-  tmp = args.out + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(dict(meta=meta, results=rows), f, indent=2)
-  os.replace(tmp, args.out)
+  write_json(args.out, dict(meta=meta, results=rows))
   print(json.dumps(meta, indent=1))
   print(markdown(rows))
 

@@ -14,7 +14,6 @@ handling, the batch put) is `host`: the step's wall time less the thunks'.
 import argparse
 import datetime
 import glob
-import json
 import os
 import re
 import tempfile
@@ -100,20 +99,14 @@ def main(argv=None):
   ap.add_argument('--dispatch', default='auto')
   ap.add_argument('--steps', type=int, default=5)
   args = ap.parse_args(argv)
-  cases = args.cases.split(',')
-  unknown = [c for c in cases if c not in cpu_step.CASES]
-  if unknown:
-    ap.error(f'--cases: {unknown} not in {list(cpu_step.CASES)}')
+  cases = cpu_step.parse_cases(ap, args.cases)
   os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])   # before XLA's thread pool
   load_before = os.getloadavg()
   results = [trace_case(c, args.dispatch, args.steps) for c in cases]
   meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
               load_avg_before=load_before, load_avg_after=os.getloadavg(), threads=1,
               steps=args.steps, **cpu_step._versions('jax'))  # pylint: disable=protected-access
-  tmp = args.out + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(dict(meta=meta, results=results), f, indent=1)
-  os.replace(tmp, args.out)
+  cpu_step.write_json(args.out, dict(meta=meta, results=results))
   for r in results:
     print(f'{r["case"]} ({r["dispatch"]}): {r["step_ms"]:.1f} ms/step wall; ' + ', '.join(
         f'{p} {v:.1f}' for p, v in r['ms_per_step'].items()))
