@@ -111,7 +111,9 @@ def _torch_parts(case):
   def optimizer():
     torch.nn.utils.clip_grad_norm_(model.parameters(), side._clip)  # pylint: disable=protected-access
     side.opt.step()
-    side.opt.zero_grad(set_to_none=False)   # keeps the gradients for the next call
+    # Zeroed in place, not freed: AdamW skips parameters whose grad is None.
+    # fwd_bwd, called just before in each round, refills them.
+    side.opt.zero_grad(set_to_none=False)
 
   def ffn():
     out = ffn_block(x_BLD)
