@@ -1,23 +1,28 @@
 """Runs table rows from moe_jax workdirs (a sweep's output, for example).
 
-A row is read from two files each run writes, never from the model code, so
+A row is read from the files each run writes, never from the model code, so
 workdirs written by older or other code work as long as they hold the fields:
   run.json       the trainer's record at start (moe_jax/workdir/run_record.py):
                  tokens_per_step, total_steps, upcycle_step, and parameter
                  counts of the model, the grown model and the source
+  lineage.json   the stages the model went through, root first, each with its
+                 model summary and the tokens seen before it
+                 (moe_jax/workdir/lineage.py)
   metrics.jsonl  one JSON object per logged step; eval steps carry `val_loss`
 A row takes:
   loss      the last val_loss, which must be logged at total_steps
-  N1        non-embedding parameters of the dense counterpart (experts removed)
-            of the model, or of the source model for an upcycled run
   N2, N_total, P, n_expert, top_k   for the model at the end of the run
-            (after an in-run upcycle, the grown one)
-  kind, D1, D2:
-    from scratch        dense | moe;  D1 = total_steps * tokens_per_step, D2 = 0
-    upcycle_step = tau  upcycled;     D1 = tau * tokens_per_step, D2 = the rest
-    a source checkpoint upcycled;     D1 = the source's tokens at its step,
-    (init_from, or the  D2 = this run's tokens
-    upcycle CLI's --src)
+  kind, N1, D1, D2 from the history: with a growth (a stage whose model differs
+            from the one before: an in-run transition, the upcycle CLI, in this
+            workdir or an ancestor) the run is `upcycled`, D1 = all tokens seen
+            before the last growth (the whole parent chain), D2 = all after it,
+            N1 = the grown model's dense counterpart (experts removed); without
+            one it is `dense` | `moe`, D1 = all tokens, D2 = 0. A stage that
+            only continues training (init_from of the same model) adds tokens.
+A workdir written before lineage.json existed is read from run.json alone:
+  from scratch        D1 = total_steps * tokens_per_step, D2 = 0
+  upcycle_step = tau  D1 = tau * tokens_per_step, D2 = the rest
+  a source checkpoint D1 = the source's own tokens at its step, D2 = this run's
 """
 import json
 import os
@@ -86,6 +91,43 @@ def last_val_loss(workdir):
   return last
 
 
+def read_stages(workdir):
+  """The stages of the workdir's lineage.json, or None when it has none."""
+  path = os.path.join(workdir, 'lineage.json')
+  if not os.path.isfile(path):
+    return None
+  stages = _field(_read_json(path), 'stages', path)
+  if not stages:
+    raise ConfigError(f'{path}: no stages')
+  return stages
+
+
+def tokens_at(stages, step, where):
+  """Tokens the chain has seen at `step` of its last stage's workdir."""
+  last = stages[-1]
+  get = lambda key: _field(last, key, f'{where} (last stage)')
+  return get('tokens_before') + (step - get('start_step')) * get('tokens_per_step')
+
+
+def _grown(a, b):
+  return any(a.get(k) != b.get(k) for k in ('params', 'num_experts', 'top_k'))
+
+
+def _from_history(stages, total, where):
+  """(kind, N1, D1, D2, final model) of a run with lineage.json."""
+  tokens = tokens_at(stages, total, where)
+  model = lambda i: _field(stages[i], 'model', f'{where} (stage {i})')
+  growths = [i for i in range(1, len(stages)) if _grown(model(i - 1), model(i))]
+  final = model(len(stages) - 1)
+  if not growths:
+    kind = 'moe' if _field(final, 'num_experts', where) else 'dense'
+    return kind, _field(final, 'dense_nonembed', where), float(tokens), 0.0, final
+  g = growths[-1]
+  d1 = _field(stages[g], 'tokens_before', f'{where} (stage {g})')
+  n1 = _field(model(g - 1), 'dense_nonembed', f'{where} (stage {g - 1})')
+  return 'upcycled', n1, float(d1), float(tokens - d1), final
+
+
 def row(workdir):
   """One runs-table row (a dict with table.COLUMNS) for a workdir."""
   run, where = read_run(workdir), f'{workdir}/run.json'
@@ -95,6 +137,10 @@ def row(workdir):
   if step != total:
     raise ConfigError(f'{workdir}: last val_loss is at step {step}, not total_steps='
                       f'{total} (unfinished run?)')
+  stages = read_stages(workdir)
+  if stages is not None:
+    kind, n1, d1, d2, final = _from_history(stages, total, f'{workdir}/lineage.json')
+    return _row(kind, n1, d1, d2, final, loss, workdir, f'{workdir}/lineage.json')
   tau, source = run.get('upcycle_step') or 0, run.get('source')
   final = get('grown') if tau else get('model')
   n1 = get('model.dense_nonembed')
@@ -109,7 +155,12 @@ def row(workdir):
   else:
     kind = 'moe' if get('model.num_experts') else 'dense'
     d1, d2 = float(total * tokens_per_step), 0.0
-  fget = lambda key: _field(final, key, f'{where} ({"grown" if tau else "model"})')
+  return _row(kind, n1, d1, d2, final, loss, workdir,
+              f'{where} ({"grown" if tau else "model"})')
+
+
+def _row(kind, n1, d1, d2, final, loss, workdir, where):
+  fget = lambda key: _field(final, key, where)
   n2, n_total = fget('nonembed_active'), fget('nonembed')
   return {'kind': kind, 'N1': n1, 'N2': n2, 'N_total': n_total, 'D1': d1, 'D2': d2,
           'P': n_total / n2, 'n_expert': fget('num_experts'), 'top_k': fget('top_k'),

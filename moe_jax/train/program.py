@@ -90,8 +90,8 @@ def upcycle(program, dst_config, state, mesh, score_batches=(), report_batches=(
   """The in-run transition at the current step (seed 000's upcycle at tau).
 
   Returns the target Program, the grown state (params by the recipe, the
-  optimizer state by its policy), the function-preservation report and the
-  utility-score record (or None).
+  optimizer state by its policy), the function-preservation report, the
+  utility-score record (or None) and the recipe.
   """
   new = build(dst_config, mesh, start_step=int(state.step))
   params, recipe, scores = transition.apply(program.config, dst_config, state.params,
@@ -102,4 +102,4 @@ def upcycle(program, dst_config, state, mesh, score_batches=(), report_batches=(
       out_shardings=new.state_shardings.opt_state)(state.opt_state)
   report = transition.preservation_report(program.config, dst_config, state.params, params,
                                           report_batches) if report_batches else {}
-  return new, state_lib.TrainState(state.step, params, opt_state), report, scores
+  return new, state_lib.TrainState(state.step, params, opt_state), report, scores, recipe

@@ -26,7 +26,7 @@ from moe_jax.models import dispatch as dispatch_lib
 from moe_jax.models import config as model_config
 from moe_jax.train import config_check, metrics, program as program_lib
 from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint, files, placement, run_record
+from moe_jax.workdir import checkpoint, files, lineage, placement, run_record
 
 
 class _Interrupts:
@@ -187,7 +187,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   if tau >= config.total_steps:
     raise ConfigError(f'upcycle.step={tau} must be below total_steps={config.total_steps}')
 
-  run_info = run_record.build(config, dst_config, _source(config, workdir))
+  run_info = run_record.build(config, dst_config, _source(config, workdir), jax.device_count())
   train_it = pipeline.train_iterator(config, tokenizer)
   val_batches = pipeline.eval_batches(config, tokenizer) if config.eval_every_steps else []
   program, state, start, damaged = _restore(config, dst_config, mesh, program, workdir, train_it)
@@ -199,6 +199,10 @@ def train_and_evaluate(config, workdir, stop_at=None):
     state = program_lib.init_state(program, config.seed)
     if init_params is not None:
       state = state.replace(params=init_params)
+
+  # A resumed run has not grown past `start` yet.
+  history = lineage.cut(lineage.for_run(
+      workdir, run_info, 'init_from' if config.init_from else 'upcycle', config.seed), start)
 
   # Every check has passed: the first write.
   os.makedirs(workdir, exist_ok=True)
@@ -212,6 +216,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
     multihost_utils.sync_global_devices('moe_jax: damaged checkpoints set aside')
   _write_json(workdir, files.CONFIG, config.to_dict())
   _write_json(workdir, files.RUN, run_info)
+  _write_json(workdir, lineage.FILE, history)
   manager = checkpoint.Manager.for_workdir(workdir, config.ckpt)
 
   writer = metrics.Writer(workdir, resume_step=start)
@@ -222,7 +227,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
 
   def save(step_):
     manager.save(step_, state.params, state.opt_state, train_it.get_state(),
-                 meta=dict(config=program.config.to_dict()))
+                 meta=dict(config=program.config.to_dict(), lineage=history))
 
   try:
     bar = tqdm.tqdm(range(start, config.total_steps), initial=start, total=config.total_steps,
@@ -249,8 +254,13 @@ def train_and_evaluate(config, workdir, stop_at=None):
         scores = (_peek(config, tokenizer, train_it, up.utility_batches)
                   if up.args.get('allocation') == 'utility' else ())
         report_batches = (val_batches or pipeline.eval_batches(config, tokenizer))
-        program, state, report, record = program_lib.upcycle(
+        program, state, report, record, recipe = program_lib.upcycle(
             program, dst_config, state, mesh, scores, report_batches[:up.report_batches])
+        history = lineage.grow(history, tau, lineage.stage(
+            workdir, tau, run_info['tokens_per_step'], run_info['grown'], lineage.origin(
+                'in_run', dict(workdir=os.path.abspath(workdir), step=tau), up.seed,
+                report=report, **transition.provenance(config, recipe))))
+        _write_json(workdir, lineage.FILE, history)
         last.update({f'upcycle/{k}': v for k, v in report.items()})
         _write_json(workdir, 'upcycle_report.json', dict(report, step=tau, recipe=up.recipe))
         if record:

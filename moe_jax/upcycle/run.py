@@ -3,8 +3,9 @@
   restore the source params (shapes checked against the source's config.json)
   -> target config -> utility scores (if asked) -> jitted, sharded transform
   -> function-preservation report on validation batches
-  -> a new workdir at --dst with config.json, tokenizer, a step-0 checkpoint
-     (params only: training starts a fresh optimizer state) and the report.
+  -> a new workdir at --dst with config.json, run.json, lineage.json (the
+     source's chain plus this growth), tokenizer, a step-0 checkpoint (params
+     only: training starts a fresh optimizer state) and the report.
 
 --src is only read, and --dst may not overlap it, through symbolic links
 either (compared as real paths). --dst is built in a staging directory beside
@@ -23,7 +24,7 @@ import shutil
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, NonFiniteLossError
 from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint, files, placement, run_record, staging
+from moe_jax.workdir import checkpoint, files, lineage, placement, run_record, staging
 
 
 def _paths(src, dst, overwrite):
@@ -82,12 +83,17 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
   dst_params, recipe, scores = transition.apply(config, dst_config, params, score_batches,
                                                 dst_shardings)
   report_batches = pipeline.eval_batches(config, tokenizer)[:up.report_batches]
-  report = transition.preservation_report(config, dst_config, params, dst_params,
-                                          report_batches)
-  _check_report(report, f'checkpoint {dst_config.upcycle.source}')
-  report = dict(report, source=dst_config.upcycle.source, recipe=recipe.describe(),
+  preserved = transition.preservation_report(config, dst_config, params, dst_params,
+                                             report_batches)
+  _check_report(preserved, f'checkpoint {dst_config.upcycle.source}')
+  report = dict(preserved, source=dst_config.upcycle.source, recipe=recipe.describe(),
                 seed=up.seed)
-  source = run_record.source_info(dst_config.upcycle.source)
+  run_info = run_record.build(dst_config, source=run_record.source_info(
+      dst_config.upcycle.source))
+  history = lineage.grow(*lineage.at_checkpoint(dst_config.upcycle.source), lineage.stage(
+      dst, 0, run_info['tokens_per_step'], run_info['model'], lineage.origin(
+          'upcycle', dict(checkpoint=dst_config.upcycle.source, step=step), up.seed,
+          report=preserved, **transition.provenance(config, recipe))))
 
   with staging.staged(dst) as tmp:
     for name in pipeline.TOKENIZER_FILES:   # the tokenizer goes with the model
@@ -97,10 +103,11 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
     files.write_json(os.path.join(tmp, 'upcycle_report.json'), report)
     if scores:
       files.write_json(os.path.join(tmp, 'upcycle_scores.json'), scores)
-    run_record.write(tmp, run_record.build(dst_config, source=source))
+    run_record.write(tmp, run_info)
+    lineage.write(tmp, history)
     out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
     out.save(0, dst_params, meta=dict(upcycled_from=report['source'], recipe=up.recipe,
-                                      seed=up.seed, config=json.loads(
+                                      seed=up.seed, lineage=history, config=json.loads(
                                           dst_config.to_json_best_effort())))
     out.close()
   return report

@@ -116,6 +116,14 @@ def apply(config, dst_config, params, batches=None, out_shardings=None):
   return dst, recipe, record
 
 
+def provenance(config, recipe):
+  """What lineage records of a growth besides the seed: the recipe, its
+  resolved args, the factor and the target's overrides."""
+  up = config.upcycle
+  target = up.target.to_dict() if hasattr(up.target, 'to_dict') else dict(up.target)
+  return dict(recipe=recipe.name, factor=up.factor, args=recipe.args, target=target)
+
+
 def preservation_report(config, dst_config, params, dst_params, batches):
   """Loss before and after, and max |delta logits|, on the same batches."""
   src_model, dst_model = _model(config), _model(dst_config)

@@ -11,6 +11,9 @@ code nor the config schema of the version that wrote the run:
   source           the checkpoint this run started from (init_from, or the
                    upcycle CLI's --src): its path, step, tokens trained to that
                    step and its model summary where the source has a run.json
+  devices          the devices a training run uses (null in the upcycle CLI's
+                   --dst): measured step times are per this many devices
+Its history (the chain of checkpoints it grew from) is lineage.json's.
 """
 import os
 
@@ -55,14 +58,16 @@ def source_info(ckpt):
   return info
 
 
-def build(config, grown_config=None, source=None):
+def build(config, grown_config=None, source=None, devices=None):
   """The run.json record of a run of `config` (grown into `grown_config` at
-  upcycle.step, if any), started from `source` (source_info(), or None)."""
+  upcycle.step, if any), started from `source` (source_info(), or None), on
+  `devices` devices."""
   return dict(
       format=FORMAT, tokens_per_step=config.batch_size * config.seq_len,
       seq_len=config.seq_len, total_steps=config.total_steps,
       upcycle_step=config.upcycle.step, model=summary(config),
-      grown=summary(grown_config) if grown_config is not None else None, source=source)
+      grown=summary(grown_config) if grown_config is not None else None, source=source,
+      devices=devices)
 
 
 def write(workdir, record):

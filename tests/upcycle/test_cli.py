@@ -48,7 +48,7 @@ def test_dense_to_moe_cli_is_exact_and_leaves_src_alone(dense_workdir, tmp_path)
   assert report['max_abs_dlogits'] < 1e-5
   assert report['loss_after'] == pytest.approx(report['loss_before'], abs=1e-5)
   assert _digest(dense_workdir) == before
-  assert sorted(os.listdir(dst)) == ['checkpoints', 'config.json', 'run.json',
+  assert sorted(os.listdir(dst)) == ['checkpoints', 'config.json', 'lineage.json', 'run.json',
                                      'upcycle_report.json']
   # The grown workdir evaluates to the reported loss and trains on.
   result = validation.evaluate_checkpoint(dst)
