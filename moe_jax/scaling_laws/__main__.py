@@ -24,8 +24,8 @@ import numpy as np
 
 from moe_jax import atomic
 from moe_jax.errors import ConfigError
-from moe_jax.scaling_laws import (collect, cost, dstar, fit, forms, optimal, plots, presets,
-                                  table)
+from moe_jax.scaling_laws import (collect, cost, dstar, fit, forms, laws, optimal, plots,
+                                  presets, table)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -175,21 +175,28 @@ def cmd_fit(args):
   if unknown:
     raise ConfigError(f'--fix {unknown[0]}: not a parameter of form {args.form!r} '
                       f'(parameters: {", ".join(sorted(known))})')
-  out = {'fits': []}
+  # kind and domain (what the runs cover) tell the planner what a fit may predict.
+  out = {'kind': args.kind, 'fits': []}
   if args.joint_e:
-    e_fit = fit.joint_e(table.load(args.runs), max_inits=args.max_inits, method=args.method)
+    every = table.load(args.runs)
+    e_fit = fit.joint_e(every, max_inits=args.max_inits, method=args.method)
     fixed['E'] = e_fit.params['E']
-    out['joint_e_fit'] = {'form': e_fit.form, 'params': e_fit.params, 'n': e_fit.n}
+    out['joint_e_fit'] = {'form': e_fit.form, 'params': e_fit.params, 'n': e_fit.n,
+                          'domain': laws.domain({k: v[np.isin(every['kind'], ('dense', 'moe'))]
+                                                 for k, v in every.items()})}
   for name, form in zip(names, fit_forms):
     result = fit.fit(form, cols, fixed={k: v for k, v in fixed.items() if k in form.params},
                      method=args.method, max_inits=args.max_inits, seed=args.seed)
     entry = {'form': name, 'equation': form.equation, 'params': result.params,
-             'fixed': result.fixed, 'huber_objective': result.objective, 'n': result.n}
+             'fixed': result.fixed, 'huber_objective': result.objective, 'n': result.n,
+             'domain': laws.domain(cols)}
     if args.loo:
       entry['loo_rms'] = fit.loo_rms(form, cols, result, method=args.method)
     if args.bootstrap:
-      entry['ci95'] = fit.bootstrap(form, cols, result, n_boot=args.bootstrap, seed=args.seed,
-                                    method=args.method)
+      draws = fit.bootstrap_draws(form, cols, result, n_boot=args.bootstrap, seed=args.seed,
+                                  method=args.method)
+      entry['ci95'] = fit.bootstrap(form, cols, result, draws=draws)
+      entry['draws'] = draws
     if args.plot:
       plots.fit_curves(form, result.params, cols, _plot_path(args.plot, name, len(names) > 1))
     out['fits'].append(entry)

@@ -16,7 +16,8 @@ A row takes:
             from the one before: an in-run transition, the upcycle CLI, in this
             workdir or an ancestor) the run is `upcycled`, D1 = all tokens seen
             before the last growth (the whole parent chain), D2 = all after it,
-            N1 = the grown model's dense counterpart (experts removed); without
+            N1 = the grown model's dense counterpart (experts removed),
+            source_experts = its experts (0: sparse upcycling); without
             one it is `dense` | `moe`, D1 = all tokens, D2 = 0. A stage that
             only continues training (init_from of the same model) adds tokens.
 A workdir written before lineage.json existed is read from run.json alone:
@@ -114,18 +115,19 @@ def _grown(a, b):
 
 
 def _from_history(stages, total, where):
-  """(kind, N1, D1, D2, final model) of a run with lineage.json."""
+  """(kind, N1, D1, D2, source experts, final model) of a run with lineage.json."""
   tokens = tokens_at(stages, total, where)
   model = lambda i: _field(stages[i], 'model', f'{where} (stage {i})')
   growths = [i for i in range(1, len(stages)) if _grown(model(i - 1), model(i))]
   final = model(len(stages) - 1)
   if not growths:
     kind = 'moe' if _field(final, 'num_experts', where) else 'dense'
-    return kind, _field(final, 'dense_nonembed', where), float(tokens), 0.0, final
+    return kind, _field(final, 'dense_nonembed', where), float(tokens), 0.0, None, final
   g = growths[-1]
   d1 = _field(stages[g], 'tokens_before', f'{where} (stage {g})')
-  n1 = _field(model(g - 1), 'dense_nonembed', f'{where} (stage {g - 1})')
-  return 'upcycled', n1, float(d1), float(tokens - d1), final
+  grown = model(g - 1)
+  return ('upcycled', _field(grown, 'dense_nonembed', f'{where} (stage {g - 1})'), float(d1),
+          float(tokens - d1), grown.get('num_experts'), final)
 
 
 def row(workdir):
@@ -139,32 +141,33 @@ def row(workdir):
                       f'{total} (unfinished run?)')
   stages = read_stages(workdir)
   if stages is not None:
-    kind, n1, d1, d2, final = _from_history(stages, total, f'{workdir}/lineage.json')
-    return _row(kind, n1, d1, d2, final, loss, workdir, f'{workdir}/lineage.json')
+    kind, n1, d1, d2, src_e, final = _from_history(stages, total, f'{workdir}/lineage.json')
+    return _row(kind, n1, d1, d2, src_e, final, loss, workdir, f'{workdir}/lineage.json')
   tau, source = run.get('upcycle_step') or 0, run.get('source')
   final = get('grown') if tau else get('model')
-  n1 = get('model.dense_nonembed')
+  n1, src_e = get('model.dense_nonembed'), None
   if tau and source:
     raise ConfigError(f'{workdir}: both a source checkpoint and upcycle_step are set; D1 is '
                       'ambiguous')
   if tau:
     kind, d1, d2 = 'upcycled', float(tau * tokens_per_step), float((total - tau) * tokens_per_step)
+    src_e = get('model.num_experts')
   elif source:
     kind, d1, d2 = 'upcycled', float(get('source.tokens')), float(total * tokens_per_step)
-    n1 = get('source.model.dense_nonembed')
+    n1, src_e = get('source.model.dense_nonembed'), get('source.model.num_experts')
   else:
     kind = 'moe' if get('model.num_experts') else 'dense'
     d1, d2 = float(total * tokens_per_step), 0.0
-  return _row(kind, n1, d1, d2, final, loss, workdir,
+  return _row(kind, n1, d1, d2, src_e, final, loss, workdir,
               f'{where} ({"grown" if tau else "model"})')
 
 
-def _row(kind, n1, d1, d2, final, loss, workdir, where):
+def _row(kind, n1, d1, d2, source_experts, final, loss, workdir, where):
   fget = lambda key: _field(final, key, where)
   n2, n_total = fget('nonembed_active'), fget('nonembed')
   return {'kind': kind, 'N1': n1, 'N2': n2, 'N_total': n_total, 'D1': d1, 'D2': d2,
           'P': n_total / n2, 'n_expert': fget('num_experts'), 'top_k': fget('top_k'),
-          'loss': loss, 'workdir': workdir}
+          'source_experts': source_experts, 'loss': loss, 'workdir': workdir}
 
 
 def collect(workdirs):

@@ -135,15 +135,21 @@ def loo_rms(form, cols, result, delta=HUBER_DELTA, method='BFGS'):
   return float(np.sqrt(np.mean(np.square(errors))))
 
 
-def bootstrap(form, cols, result, n_boot=100, level=0.95, seed=0, delta=HUBER_DELTA,
-              method='BFGS'):
-  """Percentile bootstrap interval {param: (lo, hi)} for every free parameter."""
+def bootstrap_draws(form, cols, result, n_boot=100, seed=0, delta=HUBER_DELTA, method='BFGS'):
+  """The parameters refitted to `n_boot` resamples of the runs (with
+  replacement): a sample of what the data allow (the planner's error bars)."""
   rng = np.random.default_rng(seed)
   n = len(cols['loss'])
-  draws = []
-  for _ in range(n_boot):
-    draws.append(_refit(form, _rows(cols, rng.integers(0, n, n)), result.fixed,
-                        result.theta, delta, method))
+  return [_refit(form, _rows(cols, rng.integers(0, n, n)), result.fixed, result.theta, delta,
+                 method) for _ in range(n_boot)]
+
+
+def bootstrap(form, cols, result, n_boot=100, level=0.95, seed=0, delta=HUBER_DELTA,
+              method='BFGS', draws=None):
+  """Percentile bootstrap interval {param: (lo, hi)} for every free parameter
+  (from `draws` of bootstrap_draws when given)."""
+  if draws is None:
+    draws = bootstrap_draws(form, cols, result, n_boot, seed, delta, method)
   lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
   return {p: tuple(float(q) for q in np.percentile([d[p] for d in draws], [lo, hi]))
           for p in form.params if p not in result.fixed}

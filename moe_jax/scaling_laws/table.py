@@ -8,6 +8,7 @@ Columns (seed 002 notation, sec. 3.1 and eqs. 4-6):
   D1        tokens of the first phase (dense or from-scratch runs: all tokens)
   D2        tokens after upcycling (0 for dense and moe runs)
   P         sparsity N_total / N2;  n_expert, top_k  the MoE shape
+  source_experts  an upcycled run's experts before it grew (0: from dense)
   loss      final validation cross-entropy in nats
 A form reads only its own columns, so a table of dense runs may leave the MoE
 columns empty; those it reads must be present, finite and positive.

@@ -189,11 +189,11 @@ def locate(ckpt):
   """CKPT (a workdir or a checkpoint step directory) -> (workdir, step); the
   step of a workdir is its newest checkpoint (None: it has none)."""
   path = os.path.abspath(os.path.expanduser(ckpt))
+  if not os.path.isdir(path):
+    raise ConfigError(f'{path} does not exist')
   parent = os.path.dirname(path)
   if os.path.basename(path).isdigit() and os.path.basename(parent) == CHECKPOINTS:
     return os.path.dirname(parent), int(os.path.basename(path))
-  if not os.path.isdir(path):
-    raise ConfigError(f'{path} does not exist')
   if not any(os.path.exists(os.path.join(path, f)) for f in (FILE, files.RUN, CHECKPOINTS)):
     raise ConfigError(f'{path} is not a workdir (no {FILE}, {files.RUN} or {CHECKPOINTS}/)')
   directory = os.path.join(path, CHECKPOINTS)
@@ -296,8 +296,9 @@ def _how(s):
   if not o:
     return 'unknown'
   parent = o.get('parent') or {}
-  recipe = o.get('recipe', '') + (f' x{o["factor"]}' if o.get('recipe') in (
-      'expand_experts', 'grow_width', 'grow_depth') else '')
+  recipe = o.get('recipe') or '?'
+  if recipe in ('expand_experts', 'grow_width', 'grow_depth'):
+    recipe += f' x{o.get("factor")}'
   return {
       'scratch': lambda: f'scratch, seed {o.get("seed")}',
       'init_from': lambda: f'init_from {parent.get("checkpoint")}',
