@@ -182,8 +182,7 @@ def cmd_fit(args):
     e_fit = fit.joint_e(every, max_inits=args.max_inits, method=args.method)
     fixed['E'] = e_fit.params['E']
     out['joint_e_fit'] = {'form': e_fit.form, 'params': e_fit.params, 'n': e_fit.n,
-                          'domain': laws.domain({k: v[np.isin(every['kind'], ('dense', 'moe'))]
-                                                 for k, v in every.items()})}
+                          'domain': laws.domain(fit.dense_and_moe(every))}
   for name, form in zip(names, fit_forms):
     result = fit.fit(form, cols, fixed={k: v for k, v in fixed.items() if k in form.params},
                      method=args.method, max_inits=args.max_inits, seed=args.seed)

@@ -155,10 +155,16 @@ def bootstrap(form, cols, result, n_boot=100, level=0.95, seed=0, delta=HUBER_DE
           for p in form.params if p not in result.fixed}
 
 
+def dense_and_moe(cols):
+  """The rows of kind dense or moe (all rows of a table without kinds)."""
+  if 'kind' not in cols:
+    return cols
+  return {k: v[np.isin(cols['kind'], ('dense', 'moe'))] for k, v in cols.items()}
+
+
 def joint_e(cols, **kwargs):
   """E of seed 002 sec. 5: the joint dense + MoE Chinchilla fit's shared E."""
-  both = {k: v[np.isin(cols['kind'], ('dense', 'moe'))] for k, v in cols.items()} \
-      if 'kind' in cols else cols
+  both = dense_and_moe(cols)
   for kind in ('dense', 'moe'):
     if 'kind' not in both or not (both['kind'] == kind).any():
       raise ConfigError(f'runs table: the joint E fit needs rows of kind {kind!r}')

@@ -115,17 +115,15 @@ def _prediction(o, source, laws):
         'dense', {'N1': n1, 'D1': d0 + o['tokens']}, None)
   if o['how'] == 'scratch':
     return 'moe', {'N1': n1, 'D1': o['tokens']}, shape
-  src_e = source['model']['num_experts']
-  law = laws.get('upcycled')
-  covers = law and all((e > 0) == (src_e > 0) for e in law.domain.get('source_experts', [0]))
-  if o['how'] == 'expert' and not covers:
-    return None   # a dense -> MoE law says nothing of E -> mE
+  src_e, law = source['model']['num_experts'], laws.get('upcycled')
+  if not law or any((e > 0) != (src_e > 0) for e in law.domain.get('source_experts', [0])):
+    return None   # a dense -> MoE law says nothing of E -> mE, nor the reverse
   return 'upcycled', {'N1': n1, 'D1': d0, 'D2': o['tokens']}, dict(shape, source_experts=src_e)
 
 
 def _predict(o, source, laws):
   found = _prediction(o, source, laws)
-  if found is None or found[0] not in laws:
+  if found is None or found[0] not in laws:   # (the upcycled law is checked above)
     o.update(loss=None, lo=None, hi=None, flags=[], far=False, law=None)
     return
   role, point, shape = found

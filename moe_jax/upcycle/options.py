@@ -6,7 +6,6 @@ models it can grow into, made by the recipes' own target configs.
   source = options.source(ckpt)
   targets = options.targets(ckpt, experts=(8,), top_k=2, factors=(2, 4))
 """
-import json
 import os
 
 import numpy as np
@@ -20,18 +19,8 @@ def step_seconds(workdir, tokens_per_step, first=0, last=None):
   """Median seconds per step over the tokens_per_s logged in metrics.jsonl at
   steps in (first, last] (the median skips the compile and eval intervals),
   or None."""
-  rates = []
-  try:
-    with open(os.path.join(workdir, 'metrics.jsonl')) as f:
-      for line in f:
-        try:
-          r = json.loads(line)
-        except ValueError:
-          continue
-        if r.get('tokens_per_s') and first < r.get('step', 0) <= (last or float('inf')):
-          rates.append(r['tokens_per_s'])
-  except OSError:
-    return None
+  rates = [r['tokens_per_s'] for r in files.metrics(workdir)
+           if r.get('tokens_per_s') and first < r.get('step', 0) <= (last or float('inf'))]
   return float(tokens_per_step / np.median(rates)) if rates else None
 
 

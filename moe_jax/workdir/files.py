@@ -5,6 +5,7 @@ one-line errors.
   run.json     what a run is, for tools that must not import the model:
                parameter counts, FLOPs per token, tokens per step (written by
                the trainer at start; scaling_laws/collect reads it)
+and reads the trainer's metrics.jsonl (`metrics`).
 
 Writes are atomic (moe_jax/atomic.py): a reader sees the old file or the new
 one, never a torn one, whenever the writer is killed.
@@ -21,6 +22,7 @@ from moe_jax.models import config as model_config
 
 CONFIG = 'config.json'
 RUN = 'run.json'
+METRICS = 'metrics.jsonl'
 
 
 def write_json(path, record):
@@ -63,6 +65,23 @@ def read_json(path):
   if not isinstance(record, dict):
     raise ConfigError(f'{path}: expected a JSON object, got {type(record).__name__}')
   return record
+
+
+def metrics(workdir):
+  """The records of `workdir`/metrics.jsonl, in order; none when it is
+  missing, and a torn line (a crash mid-write) is skipped."""
+  try:
+    with open(os.path.join(workdir, METRICS)) as f:
+      lines = f.readlines()
+  except OSError:
+    return
+  for line in lines:
+    try:
+      record = json.loads(line)
+    except ValueError:
+      continue
+    if isinstance(record, dict):
+      yield record
 
 
 def read_config(workdir):

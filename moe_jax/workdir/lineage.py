@@ -269,19 +269,9 @@ def check(record, workdir=None):
 
 def _val_loss(workdir, first, last):
   """The last val_loss logged in `workdir` at a step in [first, last], or None."""
-  found = None
-  try:
-    with open(os.path.join(workdir, 'metrics.jsonl')) as f:
-      for line in f:
-        try:
-          r = json.loads(line)
-        except ValueError:
-          continue
-        if 'val_loss' in r and first <= r.get('step', -1) <= last:
-          found = r['val_loss']
-  except OSError:
-    pass
-  return found
+  found = [r['val_loss'] for r in files.metrics(workdir)
+           if 'val_loss' in r and first <= r.get('step', -1) <= last]
+  return found[-1] if found else None
 
 
 def describe(model):

@@ -184,3 +184,24 @@ def test_a_device_hour_budget_needs_step_times(tmp_path):
   with pytest.raises(ConfigError, match='needs seconds per step: none measured for keep'):
     plan.plan(source, [dict(name='sparse_8x', how='sparse', model=moe)],
               plan.parse_budget('10gpuh'), laws.default())
+
+
+def test_a_law_of_expert_upcycled_runs_predicts_expert_upcycling(seed000, tmp_path, capsys):
+  """A joint law fitted on E -> mE runs (source_experts > 0) replaces seed
+  000's recipe: expert_x2 gets a loss, and the law recommends."""
+  upcycled = dict(form='joint', params=synthetic.table2('table2_upcycled'), domain=dict(
+      N1=[1e8, 2e9], D1=[1e10, 1e12], D2=[1e10, 1e12], n_expert=[64], top_k=[2],
+      source_experts=[32]), loo_rms=0.01)
+  both = dict(form='chinchilla_joint', params=dict(
+      A_dense=8.83, B_dense=12.3, alpha_dense=0.088, beta_dense=0.116, A_moe=32.0, B_moe=7.05,
+      alpha_moe=0.161, beta_moe=0.08, E=0.165), domain=dict(N1=[1e8, 2e9], D1=[1e10, 1e12]))
+  files.write_json(str(tmp_path / 'fit.json'), dict(kind='upcycled', fits=[upcycled],
+                                                    joint_e_fit=both))
+  loaded = laws.load(str(tmp_path / 'fit.json'))
+  assert sorted(loaded) == ['dense', 'moe', 'upcycled']
+  assert loaded['moe'].params == presets.PRESETS['table2_moe']['params']
+  out, options = _plan(capsys, f'--ckpt={seed000}', f'--budget={S0 * TPS / 2}tokens',
+                       f'--law={tmp_path}/fit.json', '--factors=2')
+  x2 = options['expert_x2']
+  assert x2['loss'] is not None and x2['hi'] - x2['lo'] == pytest.approx(0.02)
+  assert x2['flags'] == [] and 'seed 000 recipe' not in out['reason']
