@@ -5,7 +5,9 @@ whose experts start as copies of its MLPs; the router starts fresh.
       --src=/tmp/dense --dst=/tmp/dense_to_moe
 
 `init` is copy | noise | subset | permute | drop (drop-upcycling, `drop_ratio`
-of each expert's neurons re-initialised). With `copy` and renormalised top-k
+of each expert's neurons re-initialised). Experts are as wide as the MLP they
+copy (`d_ff=0`, whatever moe.d_ff the source's config carries); `subset` takes
+a narrower `d_ff`. With `copy` and renormalised top-k
 gates the MoE computes exactly the dense function (the report shows
 max |delta logits| ~ 1e-6).
 """
@@ -15,12 +17,13 @@ from configs import common
 
 
 def get_config(arg=None):
-  arg = common.parse_arg(arg, experts=8, top_k=2, every=1, init='copy', noise=0.01,
+  arg = common.parse_arg(arg, experts=8, top_k=2, every=1, d_ff=0, init='copy', noise=0.01,
                          drop_ratio=0.5, router_init='normal')
   up = common.upcycle()
   up.recipe = 'dense_to_moe'
   up.target = ml_collections.ConfigDict({'moe': dict(
-      num_experts=arg.experts, top_k=arg.top_k, every=arg.every, renormalize=True)})
+      num_experts=arg.experts, top_k=arg.top_k, every=arg.every, d_ff=arg.d_ff,
+      renormalize=True)})
   up.args = ml_collections.ConfigDict(dict(
       expert_init=arg.init, noise=arg.noise, drop_ratio=arg.drop_ratio,
       router_init=arg.router_init))

@@ -38,11 +38,14 @@ from scipy import optimize
 
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import cost
+from moe_jax.scaling_laws import laws as laws_lib
 
 # Seed 000 Table 3(b): CPT / pre-training tokens -> gap closure eta (10-layer
 # interleaved MoE, 32 -> 64 experts, tau = 50K steps; CPT 5K ... 51K steps).
 SEED000_ETA = ((0.10, 0.347), (0.26, 0.640), (0.50, 0.843), (0.76, 0.885), (1.02, 0.980))
-SEED000_SIZES = (1.54e8, 7.6e9)   # total parameters of its source models (abstract, sec. 5.1)
+# Its source models: 154M (abstract) to 7.64B total parameters (its 20-layer
+# model, configs/lm_moe.py:20layer, by our count).
+SEED000_SIZES = (1.54e8, 7.64e9)
 CPT_FRACTION = 0.5                # sec. 5.3.1: "at least 50% CPT is needed"
 UNITS = {'tokens': 'tokens', 'flops': 'FLOPs', 'gpuh': 'device-hours'}
 
@@ -191,18 +194,25 @@ def _verdict(options, source, cpt_fraction):
   experts = [o for o in options if o['how'] == 'expert']
   if experts and all(o['loss'] is None for o in experts):
     best = experts[0]
-    scale = source['model']['params']
-    where = ('' if SEED000_SIZES[0] <= scale <= SEED000_SIZES[1] else
-             f'; seed 000 measured this on sources of {SEED000_SIZES[0]:.3g}-'
-             f'{SEED000_SIZES[1]:.3g} parameters, this one has {scale:.3g}')
     if best['cpt_fraction'] >= cpt_fraction * (1 - 1e-9):
-      return best['name'], (f'seed 000 recipe: CPT = {best["cpt_fraction"]:.0%} of the tokens '
-                            f'before tau (>= {cpt_fraction:.0%}; Table 3(b) eta ~ '
-                            f'{best["eta"]:.0%}), cheaper than {best["model"]["num_experts"]} '
-                            f'experts from scratch (eqs. 1-2){where}')
-    return 'keep', (f'seed 000 recipe: the budget buys CPT of {best["cpt_fraction"]:.0%} of the '
-                    f'tokens seen, below {cpt_fraction:.0%} (Table 3(b) eta ~ {best["eta"]:.0%}); '
-                    f'upcycle with a budget of >= {cpt_fraction:.0%} of them{where}')
+      name, reason = best['name'], (
+          f'seed 000 recipe: CPT = {best["cpt_fraction"]:.0%} of the tokens before tau (>= '
+          f'{cpt_fraction:.0%}; Table 3(b) eta ~ {best["eta"]:.0%}), cheaper than '
+          f'{best["model"]["num_experts"]} experts from scratch (eqs. 1-2)')
+    else:
+      name, reason = 'keep', (
+          f'seed 000 recipe: the budget buys CPT of {best["cpt_fraction"]:.0%} of the tokens '
+          f'seen, below {cpt_fraction:.0%} (Table 3(b) eta ~ {best["eta"]:.0%}); upcycle with '
+          f'a budget of >= {cpt_fraction:.0%} of them')
+    scale, (lo, hi) = source['model']['params'], SEED000_SIZES
+    if lo <= scale <= hi:
+      return name, reason
+    factor = lo / scale if scale < lo else scale / hi
+    where = (f'seed 000 measured its recipe on sources of {_g(lo)}-{_g(hi)} parameters; this '
+             f'one has {_g(scale)} ({factor:.3g}x outside)')
+    if factor > laws_lib.FAR:
+      return None, f'{where}: not evidence here (the recipe would say: {name}, {reason})'
+    return name, f'{reason}; {where}'
   if not predicted:
     return None, 'no law predicts these options'
   if far:
@@ -276,7 +286,7 @@ def table(result):
   the caveats."""
   s = result['source']
   rows = [('option', 'model', 'params', 'active', 'tokens', 'steps', 'dev-hours', 'FLOPs',
-           'loss [95%]', 'tau / CPT')]
+           'loss (range)', 'tau / CPT')]
   flags, notes = {}, []
   for o in result['options']:
     loss = '-' if o['loss'] is None else f'{o["loss"]:.4f}' + (

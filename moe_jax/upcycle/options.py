@@ -51,8 +51,9 @@ def source(ckpt, tokens=None):
 
 def targets(ckpt, experts=(8,), top_k=2, factors=(2, 4)):
   """[dict(name, how, model)]: a dense checkpoint sparse-upcycled to each of
-  `experts` (top_k, renormalised gates: configs/upcycle/dense_to_moe.py), an
-  MoE one expert-upcycled by each of `factors` (top-k kept)."""
+  `experts` (top_k, renormalised gates as configs/upcycle/dense_to_moe.py;
+  every expert a copy of the MLP, so as wide), an MoE one expert-upcycled by
+  each of `factors` (top-k kept)."""
   workdir, _ = lineage.locate(ckpt)
   _, step = lineage.at_checkpoint(ckpt)
   config = transition.config_at(files.read_config(workdir), step or 0)
@@ -61,7 +62,7 @@ def targets(ckpt, experts=(8,), top_k=2, factors=(2, 4)):
     for e in experts:
       c = config.copy_and_resolve_references()
       c.upcycle.update(recipe='dense_to_moe', step=0)
-      c.upcycle.target = {'moe': dict(num_experts=e, top_k=top_k, renormalize=True)}
+      c.upcycle.target = {'moe': dict(num_experts=e, top_k=top_k, renormalize=True, d_ff=0)}
       out.append(dict(name=f'sparse_{e}x', how='sparse',
                       model=run_record.summary(transition.target_config(c))))
   else:
