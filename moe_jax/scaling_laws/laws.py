@@ -44,7 +44,7 @@ class Law:
   form: str
   params: dict
   domain: dict                 # {'N1': (lo, hi), ..., 'n_expert': [values], ...}
-  rms: float = None            # typical error (nats), when no bootstrap draws
+  rms: float | None = None     # typical error (nats), when no bootstrap draws
   draws: tuple = ()            # bootstrap parameter sets
   origin: str = ''
 

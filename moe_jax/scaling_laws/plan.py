@@ -126,7 +126,7 @@ def _prediction(o, source, laws):
 
 def _predict(o, source, laws):
   found = _prediction(o, source, laws)
-  if found is None or found[0] not in laws:   # (the upcycled law is checked above)
+  if found is None or found[0] not in laws:
     o.update(loss=None, lo=None, hi=None, flags=[], far=False, law=None)
     return
   role, point, shape = found
