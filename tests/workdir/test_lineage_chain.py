@@ -1,15 +1,15 @@
-"""A three-stage chain trained for real, shared by the module: dense (the
-trainer) -> MoE by the upcycle CLI, trained on by `moe_jax.main` with a config
-that does not name its source (the README's two-step flow) -> a new workdir
-started from it with `init_from` that grows 4 -> 8 experts in-run. Then
-lineage, collect and the planner read what the commands wrote."""
+"""A three-stage chain trained for real: dense (the trainer) -> MoE by the
+upcycle CLI, trained on by `moe_jax.main` with a config that does not name
+its source (the README's two-step flow) -> a new workdir started from it with
+`init_from` that grows 4 -> 8 experts in-run. Then lineage, collect and the
+planner read what the commands wrote. One test builds the chain once and runs
+every check on it (a module fixture would be built once per xdist worker)."""
 import json
 import os
 import subprocess
 import sys
 
 import ml_collections
-import pytest
 
 from configs import lm_dense, lm_moe
 from moe_jax import lineage as lineage_cli
@@ -44,9 +44,7 @@ def _config(get_config, **overrides):
   return config
 
 
-@pytest.fixture(scope='module')
-def chain(tmp_path_factory):
-  root = tmp_path_factory.mktemp('chain')
+def _train_chain(root):
   dense, moe, x2 = (str(root / n) for n in ('dense', 'moe', 'x2'))
   trainer.train_and_evaluate(_config(lm_dense.get_config), dense)
   _cli('moe_jax.upcycle', '--config=configs/upcycle/dense_to_moe.py:experts=4',
@@ -61,8 +59,17 @@ def chain(tmp_path_factory):
   return dense, moe, x2
 
 
-def test_lineage_prints_the_chain_back_to_the_root(chain):
-  dense, moe, x2 = chain
+def test_a_three_stage_chain_through_the_commands(tmp_path, capsys):
+  dense, moe, x2 = _train_chain(tmp_path)
+  _lineage_prints_the_chain_back_to_the_root(dense, moe, x2)
+  _a_step_directory_prints_its_chain(x2, capsys)
+  _every_checkpoint_carries_its_lineage(moe, x2)
+  _collect_reads_the_true_history(dense, moe, x2)
+  _the_planner_reads_a_trained_checkpoint(dense, moe, x2, capsys)
+  _a_moved_parent_is_reported_not_fatal(dense, x2, capsys)
+
+
+def _lineage_prints_the_chain_back_to_the_root(dense, moe, x2):
   out = json.loads(_cli('moe_jax.lineage', x2, '--json'))
   assert out['problems'] == [] and out['step'] == 3
   stages = out['stages']
@@ -81,16 +88,14 @@ def test_lineage_prints_the_chain_back_to_the_root(chain):
   assert len(origin['code']['git']) == 40
 
 
-def test_a_step_directory_prints_its_chain(chain, capsys):
-  _, _, x2 = chain
+def _a_step_directory_prints_its_chain(x2, capsys):
   text = _text(capsys, f'{x2}/checkpoints/2')
   first = text.splitlines()[0]
   assert first.startswith('dense ') and first.count(' -> ') == 3 and 'warning' not in text
   assert ' -> MoE 4x top-2 ' in first and ' -> MoE 8x top-2 ' in first
 
 
-def test_every_checkpoint_carries_its_lineage(chain):
-  _, moe, x2 = chain
+def _every_checkpoint_carries_its_lineage(moe, x2):
   with open(f'{x2}/checkpoints/3/meta/metadata') as f:
     meta = json.load(f)['lineage']
   assert meta == lineage.read(x2)
@@ -100,10 +105,9 @@ def test_every_checkpoint_carries_its_lineage(chain):
     assert len(json.load(f)['lineage']['stages']) == 2
 
 
-def test_collect_reads_the_true_history(chain):
+def _collect_reads_the_true_history(dense, moe, x2):
   """The README's two-step flow is an upcycled run (D1 from the dense parent,
   D2 from this run), and the chain's last growth splits the x2 run's tokens."""
-  dense, moe, x2 = chain
   rows = collect.collect([dense, moe, x2])
   assert [(r['kind'], r['D1'], r['D2'], r['source_experts']) for r in rows] == [
       ('dense', _TOKENS, 0, None), ('upcycled', _TOKENS, _TOKENS, 0),
@@ -112,8 +116,7 @@ def test_collect_reads_the_true_history(chain):
   assert (rows[1]['n_expert'], rows[2]['n_expert']) == (4, 8)
 
 
-def test_a_moved_parent_is_reported_not_fatal(chain, capsys):
-  dense, _, x2 = chain
+def _a_moved_parent_is_reported_not_fatal(dense, x2, capsys):
   os.rename(dense, dense + '.moved')
   try:
     text = _text(capsys, x2)
@@ -125,8 +128,7 @@ def test_a_moved_parent_is_reported_not_fatal(chain, capsys):
     os.rename(dense + '.moved', dense)
 
 
-def test_the_planner_reads_a_trained_checkpoint(chain, capsys):
-  dense, moe, x2 = chain
+def _the_planner_reads_a_trained_checkpoint(dense, moe, x2, capsys):
   assert plan_cli.main([f'--ckpt={moe}', '--budget=0.001gpuh', f'--measured={x2}', '--json']) == 0
   out = json.loads(capsys.readouterr().out)
   assert out['source']['tokens'] == 2 * _TOKENS and out['source']['seconds_per_step'] > 0
