@@ -2,7 +2,6 @@
 chain, reading it at a checkpoint (step meta, file, or rebuilt from run.json),
 broken parent links, imports, and the command's one-line errors. The whole
 flow with real checkpoints is tests/workdir/test_lineage_chain.py."""
-import json
 import os
 
 import pytest
