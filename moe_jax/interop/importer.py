@@ -6,7 +6,8 @@
 The workdir is the one training writes, so every command reads it:
 config.json (`model` and `moe` translated from the source, every other key
 from `base_config`, `data.tokenizer='bpe'`), a step-0 checkpoint holding
-params only (the trainer starts a fresh optimizer for it), and the
+params only (the trainer starts a fresh optimizer for it), lineage.json
+(its root: the source and its SHA-256, moe_jax/workdir/lineage.py), and the
 checkpoint's own tokenizer: tokenizer.json and tokenizer_config.json, which
 moe_jax/data/tokenizer.py reads with the model's own BOS / EOS / padding.
 Everything is read and checked before anything is written; the workdir is
@@ -22,7 +23,7 @@ from moe_jax.data.tokenizer import SPECIALS_FILE
 from moe_jax.errors import ConfigError
 from moe_jax.interop import archs, gguf_io, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
-from moe_jax.workdir import checkpoint, files, staging
+from moe_jax.workdir import checkpoint, files, lineage, run_record, staging
 
 
 def read(src):
@@ -64,9 +65,13 @@ def import_checkpoint(src, workdir, base_config, overwrite=False):
     files.write_config(tmp, config)
     tok.save(os.path.join(tmp, pipeline.TOKENIZER_FILE))
     files.write_json(os.path.join(tmp, SPECIALS_FILE), specials)
+    history = lineage.record_import(workdir, run_record.summary(config), os.path.abspath(src),
+                                    lineage.file_digest(src), arch=arch)
+    lineage.write(tmp, history)
     out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
     out.save(0, jax.tree.map(jnp.asarray, params),
-             meta=dict(imported_from=os.path.abspath(src), arch=arch, config=config.to_dict()))
+             meta=dict(imported_from=os.path.abspath(src), arch=arch, lineage=history,
+                       config=config.to_dict()))
     out.close()
   return dict(workdir=workdir, arch=arch, source=os.path.abspath(src),
               params=int(sum(x.size for x in jax.tree.leaves(params))),

@@ -131,16 +131,21 @@ def for_run(workdir, run, how, seed):
   """The lineage a training run in `workdir` continues (`run`: its run.json
   record): the one recorded there (by the upcycle CLI, an import or an earlier
   start), else a new one from run['source'] (`how` names the way: init_from,
-  or upcycle for a --dst written before lineage existed) or from scratch."""
+  or upcycle for a --dst written before lineage existed), else from scratch;
+  a workdir that holds checkpoints but neither file (written by other code)
+  starts with a stage of unknown origin."""
   record = read(workdir)
   if record is None:
     source = run.get('source')
     first = stage(workdir, 0, run['tokens_per_step'], run['model'], origin(
         how if source else 'scratch', seed=seed,
         parent=dict(checkpoint=source['checkpoint'], step=source['step']) if source else None))
-    if not source:
-      return begin(first)
-    return grow(*_parent(source['checkpoint'], source['step']), first)
+    if source:
+      return grow(*_parent(source['checkpoint'], source['step']), first)
+    if _newest(workdir) is not None and not os.path.exists(os.path.join(workdir, files.RUN)):
+      return begin(dict(first, origin=None, tokens_before=None,
+                        note=f'no {FILE} before this start: origin unknown'))
+    return begin(first)
   last = record['stages'][-1]
   if last['tokens_per_step'] is None:   # an import: known once it trains
     record = dict(record, stages=record['stages'][:-1] + [
@@ -158,17 +163,16 @@ def _parent(ckpt, step):
 
 
 def record_import(workdir, model, source, sha256=None, tokens=None, seed=None, **details):
-  """Writes the lineage of a workdir imported from outside moe_jax (Hugging
-  Face interop): one root stage whose model came from `source` (a hub name,
-  directory or file) with content hash `sha256` (`file_digest`). `model` is
-  `run_record.summary(config)`; `tokens` the tokens the source was trained
-  on, when known (the planner and collect need them); `details` go into the
-  origin (arch, revision, ...). Returns the record."""
+  """The lineage of a workdir imported from outside moe_jax (Hugging Face
+  interop): one root stage at `workdir` (its final path) whose model came
+  from `source` (a hub name, directory or file) with content hash `sha256`
+  (`file_digest`). `model` is `run_record.summary(config)`; `tokens` the
+  tokens the source was trained on, when known (the planner and collect need
+  them); `details` go into the origin (arch, revision, ...). The importer
+  writes it (`write`) and puts it in the step-0 meta (`meta['lineage']`)."""
   first = stage(workdir, 0, None, model, origin('hf_import', parent=dict(
       hf=source, sha256=sha256), seed=seed, **details))
-  record = begin(dict(first, tokens_before=tokens))
-  write(workdir, record)
-  return record
+  return begin(dict(first, tokens_before=tokens))
 
 
 def file_digest(path, chunk=1 << 20):
@@ -196,10 +200,15 @@ def locate(ckpt):
     return os.path.dirname(parent), int(os.path.basename(path))
   if not any(os.path.exists(os.path.join(path, f)) for f in (FILE, files.RUN, CHECKPOINTS)):
     raise ConfigError(f'{path} is not a workdir (no {FILE}, {files.RUN} or {CHECKPOINTS}/)')
-  directory = os.path.join(path, CHECKPOINTS)
+  return path, _newest(path)
+
+
+def _newest(workdir):
+  """The newest checkpoint step in `workdir`, or None."""
+  directory = os.path.join(workdir, CHECKPOINTS)
   steps = [int(d) for d in os.listdir(directory) if d.isdigit()] if os.path.isdir(
       directory) else []
-  return path, max(steps) if steps else None
+  return max(steps) if steps else None
 
 
 def _meta_record(workdir, step):

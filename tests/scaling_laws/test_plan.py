@@ -168,7 +168,8 @@ def test_bad_inputs_are_one_line_errors(seed000, tmp_path, capsys, args, message
   _workdir(tmp_path / 'dense', dense, 5000, 1.0, 1)
   os.makedirs(tmp_path / 'no_run' / 'checkpoints' / '5')
   imported = _workdir(tmp_path / 'imported', dense, 0, 1.0, 1, record=False)
-  lineage.record_import(imported, run_record.summary(dense), 'hub/model')   # tokens unknown
+  lineage.write(imported, lineage.record_import(imported, run_record.summary(dense),
+                                                'hub/model'))   # tokens unknown
   argv = args.format(tmp=tmp_path).split()
   if not any(a.startswith('--ckpt') for a in argv):
     argv.append(f'--ckpt={seed000}')

@@ -114,8 +114,8 @@ def test_record_import_and_file_digest(tmp_path):
   assert lineage.file_digest(str(src)) != digest
   workdir = str(tmp_path / 'imported')
   os.makedirs(workdir)
-  lineage.record_import(workdir, DENSE, 'HuggingFaceTB/SmolLM2-135M', digest, tokens=2e12,
-                        arch='llama')
+  lineage.write(workdir, lineage.record_import(workdir, DENSE, 'HuggingFaceTB/SmolLM2-135M',
+                                               digest, tokens=2e12, arch='llama'))
   # The trainer's first start keeps the import and learns its tokens per step.
   record = lineage.for_run(workdir, dict(tokens_per_step=64, model=DENSE), 'init_from', 0)
   (root,) = record['stages']
@@ -150,3 +150,15 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys, case, message):
   assert lineage_cli.main([str(path)]) == 2
   err = capsys.readouterr().err
   assert err.count('\n') == 1 and err.startswith('error: ') and message in err
+
+
+def test_a_workdir_other_code_wrote_starts_with_an_unknown_origin(tmp_path):
+  """An importer that records no lineage: the trainer's first start does not
+  call the imported model trained from scratch."""
+  workdir = _workdir(tmp_path / 'imported', steps=(0,))
+  (first,) = lineage.for_run(workdir, dict(tokens_per_step=8, model=DENSE), 'init_from',
+                             0)['stages']
+  assert first['origin'] is None and first['tokens_before'] is None and 'unknown' in first['note']
+  (fresh,) = lineage.for_run(str(tmp_path / 'new'), dict(tokens_per_step=8, model=DENSE),
+                             'init_from', 0)['stages']
+  assert fresh['origin']['how'] == 'scratch' and fresh['tokens_before'] == 0
