@@ -61,12 +61,12 @@ def import_checkpoint(src, workdir, base_config, overwrite=False):
   """Writes the workdir; returns a summary (arch, params, vocabulary, paths)."""
   workdir = staging.check(workdir, overwrite, '--workdir')
   config, params, tok, specials, arch = convert(src, base_config)
+  history = lineage.record_import(workdir, run_record.summary(config), os.path.abspath(src),
+                                  lineage.file_digest(src), arch=arch)
   with staging.staged(workdir) as tmp:
     files.write_config(tmp, config)
     tok.save(os.path.join(tmp, pipeline.TOKENIZER_FILE))
     files.write_json(os.path.join(tmp, SPECIALS_FILE), specials)
-    history = lineage.record_import(workdir, run_record.summary(config), os.path.abspath(src),
-                                    lineage.file_digest(src), arch=arch)
     lineage.write(tmp, history)
     out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
     out.save(0, jax.tree.map(jnp.asarray, params),
