@@ -139,8 +139,9 @@ def load(path):
   except (OSError, ValueError) as e:
     raise ConfigError(f'--law={path}: not a JSON file ({e})') from None
   fits = record.get('fits') if isinstance(record, dict) else None
-  if not isinstance(fits, list) or not fits:
-    raise ConfigError(f'--law={path}: expected "fits" (the output of scaling_laws fit --out)')
+  if not isinstance(fits, list) or not fits or not all(isinstance(e, dict) for e in fits):
+    raise ConfigError(f'--law={path}: expected "fits", a list of objects (the output of '
+                      'scaling_laws fit --out)')
   best = record.get('best_by_loo')
   if best:
     fits = [e for e in fits if e.get('form') == best]
@@ -153,9 +154,11 @@ def load(path):
     form, params = entry.get('form'), entry.get('params')
     if form not in forms.FORMS or not isinstance(params, dict):
       raise ConfigError(f'--law={path}: a fit without a known "form" and "params"')
-    missing = [p for p in forms.get(form).params if p not in params]
-    if missing:
-      raise ConfigError(f'--law={path}: form {form!r} is missing parameters {missing}')
+    bad = [p for p in forms.get(form).params if not isinstance(params.get(p), (int, float))
+           or not np.isfinite(params[p])]
+    if bad:
+      raise ConfigError(f'--law={path}: parameter {bad[0]!r} of form {form!r} is missing or '
+                        'not a finite number')
     where = f'{path} ({form})'
     if form == 'chinchilla_joint':
       out.update({law.role: law for law in _split_joint(entry, path)})

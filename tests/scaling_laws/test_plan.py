@@ -152,6 +152,8 @@ def test_a_fitted_law_gives_intervals_and_its_domain(tmp_path, capsys):
     ('--budget=1e9tokens --law={tmp}/shape.json', 'expected "fits"'),
     ('--budget=1e9tokens --law={tmp}/config.json', "form 'config' has no token dependence"),
     ('--budget=1e9tokens --law={tmp}/no_kind.json', 'must say its kind'),
+    ('--budget=1e9tokens --law={tmp}/listed.json', 'expected "fits", a list of objects'),
+    ('--budget=1e9tokens --law={tmp}/nan.json', "parameter 'E' of form 'chinchilla' is missing"),
     ('--budget=1e9tokens --factors=1', "--factors='1': expected comma-separated integers"),
     ('--budget=1e9tokens --step_time=expert_x9=2', "--step_time='expert_x9=2'"),
     ('--budget=1e9tokens --devices=0', '--devices=0 must be > 0'),
@@ -162,7 +164,9 @@ def test_a_fitted_law_gives_intervals_and_its_domain(tmp_path, capsys):
 def test_bad_inputs_are_one_line_errors(seed000, tmp_path, capsys, args, message):
   for name, record in dict(shape={'x': 1}, config={'fits': [dict(form='config', params=dict(
       A=1, beta1=1, F=1, beta2=1, E=1))]}, no_kind={'fits': [dict(
-          form='chinchilla', params=dict(A=1, B=1, alpha=1, beta=1, E=1))]}).items():
+          form='chinchilla', params=dict(A=1, B=1, alpha=1, beta=1, E=1))]}, listed={'fits': [1]},
+      nan={'kind': 'dense', 'fits': [dict(form='chinchilla', params=dict(
+          A=1, B=1, alpha=1, beta=1, E='nan'))]}).items():
     files.write_json(str(tmp_path / f'{name}.json'), record)
   dense = lm_dense.get_config('dense_15m')
   _workdir(tmp_path / 'dense', dense, 5000, 1.0, 1)
