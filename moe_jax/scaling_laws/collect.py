@@ -98,8 +98,8 @@ def read_stages(workdir):
   if not os.path.isfile(path):
     return None
   stages = _field(_read_json(path), 'stages', path)
-  if not stages:
-    raise ConfigError(f'{path}: no stages')
+  if not isinstance(stages, list) or not stages:
+    raise ConfigError(f'{path}: "stages" is not a non-empty list')
   return stages
 
 

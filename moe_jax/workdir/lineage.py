@@ -117,10 +117,35 @@ def grow(record, step, new):
   return dict(format=FORMAT, stages=stages + [dict(new, tokens_before=tokens)])
 
 
+_STAGE_KEYS = ('workdir', 'start_step', 'end_step', 'tokens_per_step', 'tokens_before', 'model',
+               'origin')
+
+
+def _problem(record):
+  """What makes `record` not a lineage record (None: nothing)."""
+  stages = record.get('stages') if isinstance(record, dict) else None
+  if not isinstance(stages, list) or not stages:
+    return 'expected "stages", a non-empty list'
+  for i, s in enumerate(stages):
+    missing = [k for k in _STAGE_KEYS if not isinstance(s, dict) or k not in s]
+    if missing:
+      return f'stage {i} lacks {missing[0]!r}'
+    if not isinstance(s['start_step'], int) or not isinstance(s['workdir'], str):
+      return f'stage {i}: start_step must be an integer and workdir a path'
+  return None
+
+
 def read(workdir):
-  """The workdir's lineage.json, or None; an unreadable one is a ConfigError."""
+  """The workdir's lineage.json, or None; an unreadable or malformed one is a
+  ConfigError naming it."""
   path = os.path.join(workdir, FILE)
-  return files.read_json(path) if os.path.exists(path) else None
+  if not os.path.exists(path):
+    return None
+  record = files.read_json(path)
+  problem = _problem(record)
+  if problem:
+    raise ConfigError(f'{path}: {problem}')
+  return record
 
 
 def write(workdir, record):
@@ -216,9 +241,10 @@ def _meta_record(workdir, step):
   path = os.path.join(workdir, CHECKPOINTS, str(step), 'meta', 'metadata')
   try:
     with open(path) as f:
-      return json.load(f).get('lineage')
+      record = json.load(f).get('lineage')
   except (OSError, ValueError, AttributeError):
     return None
+  return None if _problem(record) else record
 
 
 def _unrecorded(workdir, step, note):

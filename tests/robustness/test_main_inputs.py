@@ -232,6 +232,13 @@ ROWS = [
           _copy(damage.write, 'config.json', b'{"a": "\xff"}')),
     param('run_json_malformed', RESUME, r'run.json: not JSON',
           _copy(damage.write, 'run.json', '{')),
+    param('lineage_json_malformed', RESUME, r'lineage.json: not JSON',
+          _copy(damage.write, 'lineage.json', '{')),
+    param('lineage_json_without_stages', RESUME,
+          r'lineage.json: expected "stages", a non-empty list',
+          _copy(damage.write, 'lineage.json', '{"format": 1}')),
+    param('lineage_json_stage_without_model', RESUME, r"lineage.json: stage 0 lacks 'model'",
+          _json('lineage.json', lambda r: r['stages'][0].pop('model'))),
     # Bug 1: without config.json only the checkpoint knows the shape; the
     # refusal must not write the requested config (tests/robustness/test_faults.py
     # then runs the correct command).

@@ -16,13 +16,15 @@ def _file(relpath, data):
   return lambda p: damage.write(p['tmp'], relpath, data)
 
 
-def _workdir(run=None, metrics=None):
+def _workdir(run=None, metrics=None, lineage=None):
   def setup(p):
-    if run is not None:
-      damage.write(p['tmp'], 'w/run.json', run)
-    if metrics is not None:
-      damage.write(p['tmp'], 'w/metrics.jsonl', metrics)
+    for name, data in (('run.json', run), ('metrics.jsonl', metrics), ('lineage.json', lineage)):
+      if data is not None:
+        damage.write(p['tmp'], f'w/{name}', data)
   return setup
+
+
+FINISHED = ('{"total_steps": 1, "tokens_per_step": 1}', '{"step": 1, "val_loss": 2.0}\n')
 
 
 ROWS = [
@@ -146,6 +148,14 @@ ROWS = [
     param('collect_metrics_val_loss_text', 'collect {tmp}/w',
           r'line 1: step and val_loss must be numbers',
           _workdir('{"total_steps": 1, "tokens_per_step": 1}', '{"step": 1, "val_loss": "low"}\n')),
+    param('collect_lineage_json_malformed', 'collect {tmp}/w', r'lineage.json: not JSON',
+          _workdir(*FINISHED, '{')),
+    param('collect_lineage_stages_not_a_list', 'collect {tmp}/w',
+          r'lineage.json: "stages" is not a non-empty list',
+          _workdir(*FINISHED, '{"stages": {"a": 1}}')),
+    param('collect_lineage_stage_without_tokens', 'collect {tmp}/w',
+          r"lineage.json \(last stage\): missing field 'tokens_before'",
+          _workdir(*FINISHED, '{"stages": [{"start_step": 0, "tokens_per_step": 1}]}')),
     param('collect_out_directory_missing', 'collect {tmp}/w --out={tmp}/no/r.jsonl',
           r'--out=.*: directory .* does not exist'),
 ]
