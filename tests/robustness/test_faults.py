@@ -194,6 +194,6 @@ os.rename = rename
   assert again.rc == 2 and 'finished publishing' in again.stderr, again.stderr
   assert again.stderr.strip().splitlines()[-1].endswith('exists; pass --overwrite to replace it')
   assert os.listdir(tmp_path) == ['grown']
-  assert sorted(os.listdir(dst)) == ['checkpoints', 'config.json', 'run.json',
+  assert sorted(os.listdir(dst)) == ['checkpoints', 'config.json', 'lineage.json', 'run.json',
                                      'upcycle_report.json']
   assert harness.tree_digest(trained) == source
