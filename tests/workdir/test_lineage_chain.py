@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import ml_collections
+import pytest
 
 from configs import lm_dense, lm_moe
 from moe_jax import lineage as lineage_cli
@@ -59,6 +60,7 @@ def _train_chain(root):
   return dense, moe, x2
 
 
+@pytest.mark.slow   # ~100 s of CPU: five JAX programs, two of them in CLI subprocesses
 def test_a_three_stage_chain_through_the_commands(tmp_path, capsys):
   dense, moe, x2 = _train_chain(tmp_path)
   _lineage_prints_the_chain_back_to_the_root(dense, moe, x2)
