@@ -26,14 +26,18 @@ setuptools.setup(
         'matplotlib',  # scaling-law plots (PNG)
     ],
     extras_require={
-        # The interop tests read safetensors fixtures and write GGUF files.
-        'test': ['pytest', 'pytest-xdist', 'safetensors>=0.4', 'gguf>=0.19'],
+        # The interop tests read safetensors fixtures and write GGUF files;
+        # tests/colab executes the notebooks (papermill, ipykernel) and checks
+        # their py:percent twins (jupytext).
+        'test': ['pytest', 'pytest-xdist', 'safetensors>=0.4', 'gguf>=0.19',
+                 'papermill>=2.6', 'ipykernel>=6', 'jupytext>=1.16'],
         # moe_jax.interop: safetensors checkpoints, GGUF files (never torch).
         'hf': ['safetensors>=0.4', 'gguf>=0.19'],
         'xm': ['xmanager>=0.8.5'],  # python -m experiments.launch --backend=xm
         # Only to compare with transformers: tests/interop/make_fixtures.py and
         # the slow SmolLM2 test. moe_jax never imports torch.
         'reference': ['torch', 'transformers>=5', 'accelerate'],
-        'notebook': ['jupyter'],
+        # colab/ locally: Jupyter, and jupytext to edit the py:percent twins.
+        'notebook': ['jupyter', 'jupytext>=1.16'],
     },
 )

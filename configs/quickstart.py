@@ -19,6 +19,10 @@ a config of its own:
 
 The MoE runs balance load with the selection-only router bias (aux-loss-free,
 as in seed 000) plus a small Switch loss, and renormalise their top-2 gates.
+
+`layers`, `batch` and `seq` size the model and its batches (the notebooks in
+colab/ shrink them to run in CI); logging, evaluation and checkpoints happen
+every steps/24, steps/6 and steps/3 steps.
 """
 import ml_collections
 
@@ -28,16 +32,18 @@ RUNS = ('fixed', 'upcycled', 'fixed2x', 'dense_to_moe')
 
 
 def get_config(arg=None):
-  arg = common.parse_arg(arg, size='fixed', steps=600, experts=4)
+  arg = common.parse_arg(arg, size='fixed', steps=600, experts=4, layers=2, batch=16, seq=128)
   if arg.size not in RUNS:
     raise ValueError(f'configs/quickstart.py: run {arg.size!r} is not one of {RUNS}')
   config = common.base()
   common.apply_preset(config, 'tiny')
-  config.model.update(d_model=96, num_heads=4, num_kv_heads=2, head_dim=24, d_ff=384)
+  config.model.update(d_model=96, num_heads=4, num_kv_heads=2, head_dim=24, d_ff=384,
+                      num_layers=arg.layers)
   config.moe.update(num_experts=arg.experts, top_k=2, d_ff=192, use_bias=True,
                     bias_update_rate=1e-3, balance_loss_weight=0.01)
-  config.update(total_steps=arg.steps, batch_size=16, seq_len=128, log_every_steps=25,
-                eval_every_steps=100, eval_batches=8, checkpoint_every_steps=200)
+  config.update(total_steps=arg.steps, batch_size=arg.batch, seq_len=arg.seq,
+                log_every_steps=max(1, arg.steps // 24), eval_every_steps=max(1, arg.steps // 6),
+                eval_batches=8, checkpoint_every_steps=max(1, arg.steps // 3))
   config.opt.update(lr=3e-3, warmup_steps=40, schedule='wsd', decay_fraction=0.2)
   tau = arg.steps // 2
   if arg.size == 'fixed2x':
