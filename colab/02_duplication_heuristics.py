@@ -27,8 +27,10 @@
 # | `grad_norm`, `saliency`, `weight_norm`, `curvature` | greedy by utility (‖g‖², ‖w‖·‖g‖, ‖w‖², ‖g‖²/H) | copies |
 # | `random` | one per expert | Kaiming-initialised (drop-upcycling with drop = 1) |
 #
-# **Defaults and run time.** `STEPS=150`, `CPT_STEPS=80` at 16×128 tokens a
-# step: about 6 minutes on a Colab CPU runtime, 1–2 minutes on a GPU runtime.
+# **Defaults and run time.** `STEPS=100`, `CPT_STEPS=60` at 16×128 tokens a
+# step: several minutes on a Colab CPU runtime, 1–2 minutes on a GPU runtime
+# (estimates; colab/README.md has the time measured on this project's CPU
+# machine).
 # At this scale the differences are small and one seed does not separate them;
 # the notebook shows the machinery and the replica counts, more steps and seeds
 # are needed for a finding (seed 000 reports differences of ~1e-3 nats).
@@ -43,8 +45,8 @@ if 'google.colab' in sys.modules:
   subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', f'git+{REPO_URL}'], check=True)
 
 # %% tags=["parameters"]
-STEPS = 150           # source run (E=4)
-CPT_STEPS = 80        # continued pre-training of each grown model (2E=8)
+STEPS = 100           # source run (E=4)
+CPT_STEPS = 60        # continued pre-training of each grown model (2E=8)
 LAYERS = 2
 BATCH = 16
 SEQ = 128

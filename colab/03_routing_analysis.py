@@ -22,8 +22,9 @@
 # validation batches of the final checkpoint (`moe_jax.eval.restore.load`,
 # `moe_jax.models.router.select`).
 #
-# **Defaults and run time.** `STEPS=300` of 16×128 tokens: about 3 minutes on
-# a Colab CPU runtime, under a minute on a GPU runtime.
+# **Defaults and run time.** `STEPS=200` of 16×128 tokens: a few minutes on a
+# Colab CPU runtime, under a minute on a GPU runtime (estimates; colab/README.md
+# has the time measured on this project's CPU machine).
 
 # %%
 # Colab: install the package (this repository) first; elsewhere use the installed one.
@@ -35,7 +36,7 @@ if 'google.colab' in sys.modules:
   subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', f'git+{REPO_URL}'], check=True)
 
 # %% tags=["parameters"]
-STEPS = 300
+STEPS = 200
 LAYERS = 2
 BATCH = 16
 SEQ = 128

@@ -23,8 +23,10 @@
 # so does the source itself (`continue`, from its params with a fresh
 # optimizer, as the grown ones start).
 #
-# **Defaults and run time.** `STEPS=150`, `CPT_STEPS=80` at 16×128 tokens a
-# step: about 6 minutes on a Colab CPU runtime, 1–2 minutes on a GPU runtime.
+# **Defaults and run time.** `STEPS=100`, `CPT_STEPS=60` at 16×128 tokens a
+# step: several minutes on a Colab CPU runtime, 1–2 minutes on a GPU runtime
+# (estimates; colab/README.md has the time measured on this project's CPU
+# machine).
 
 # %%
 # Colab: install the package (this repository) first; elsewhere use the installed one.
@@ -36,8 +38,8 @@ if 'google.colab' in sys.modules:
   subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', f'git+{REPO_URL}'], check=True)
 
 # %% tags=["parameters"]
-STEPS = 150       # source run
-CPT_STEPS = 80    # training after growth
+STEPS = 100       # source run
+CPT_STEPS = 60    # training after growth
 LAYERS = 2
 BATCH = 16
 SEQ = 128

@@ -107,7 +107,7 @@ display(Image(os.path.join(OUT, 'dstar.png')))
 
 # %%
 fig2 = cost.upcycling_cost(2.1, 4.1, 567_000, 378_000, devices=64)
-print(', '.join(f'{k} {v:,.0f} h' if k.startswith('C') or k == 'saving' else f'{k} {v:.2f}'
+print(', '.join(f'{k} {v:.2f}' if 'fraction' in k or '_over_' in k else f'{k} {v:,.0f} h'
                 for k, v in fig2.items()))
 taus = np.linspace(0, 1, 21)
 curve = [cost.upcycling_cost(2.1, 4.1, 567_000, f * 567_000, devices=64) for f in taus]
