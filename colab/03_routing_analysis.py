@@ -11,10 +11,10 @@
 #
 # **Question.** How does an 8-expert, top-2 router spread its load while it
 # trains (load per expert over steps, its coefficient of variation, dead
-# experts), and does it route by token type? Seed 001 (sparse upcycling, §B
-# "routing analysis") looks at which tokens each expert takes; here the token
-# types are whitespace, newlines, punctuation, letters of the corpus' most
-# frequent words, and other letters.
+# experts), and does it route by token type? Seed 001 (sparse upcycling,
+# `001_21ea8fdce747c085.txt`, its `analyze_token_routing`) looks at which tokens
+# go to which expert; here the token types are spaces, newlines, punctuation,
+# letters of the 20 most frequent words, and other letters.
 #
 # The run is `configs/quickstart.py:fixed2x` (E=8, top-2, selection-only router
 # bias for balance, byte-level Shakespeare). The load statistics come from the

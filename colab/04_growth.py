@@ -16,7 +16,9 @@
 # §3.2)? Seed 003 finds interposition better than stacking for depth, and
 # width growth exactly function-preserving at alpha = 0.
 #
-# The source is `configs/quickstart.py:fixed` (E=4, top-2). Each growth is
+# The source is `configs/quickstart.py:fixed` (E=4, top-2) without its
+# selection-only router bias (`moe.use_bias=False`): with the bias, width growth
+# at alpha = 0 is not exact (below). Each growth is
 # `moe_jax.upcycle.run.upcycle_checkpoint` with a `configs/upcycle/` config,
 # which also measures the loss before and after and max |delta logits| on
 # validation batches. Each grown model then trains `CPT_STEPS` more steps, and
@@ -61,14 +63,24 @@ from moe_jax.upcycle import run as upcycle_run
 shutil.rmtree(WORKDIR, ignore_errors=True)   # this notebook's own scratch directory
 SIZE = f'layers={LAYERS},batch={BATCH},seq={SEQ}'
 source = os.path.join(WORKDIR, 'source')
-src_last = trainer.train_and_evaluate(quickstart.get_config(f'fixed,steps={STEPS},{SIZE}'), source)
+def config_of(steps):
+  config = quickstart.get_config(f'fixed,steps={steps},{SIZE}')
+  config.moe.use_bias = False
+  return config
+
+
+src_last = trainer.train_and_evaluate(config_of(STEPS), source)
 print(f'source ({LAYERS} layers, E=4, top-2): val_loss {src_last["val_loss"]:.4f}')
 
 # %% [markdown]
 # ## Grow, and check function preservation
 # `width_alpha0` is width growth without noise: it must compute the source's
-# function (max |delta logits| at float32 rounding). Depth growth adds layers,
-# so it is not function-preserving; the loss jump says by how much.
+# function (max |delta logits| at float32 rounding). It does so only without a
+# selection bias: each copy gets half its expert's softmax score but keeps the
+# whole bias, so `top-2k of score/2 + bias` can pick other experts than `top-k
+# of score + bias` (a source with `use_bias=True` gave max |delta logits| 0.07).
+# Depth growth adds layers, so it is not function-preserving; the loss jump
+# says by how much.
 
 # %%
 growths = {
@@ -98,8 +110,7 @@ plt.show()
 # top-2k. `continue` is the source trained on from its params.
 
 # %%
-cpt = {name: quickstart.get_config(f'fixed,steps={CPT_STEPS},{SIZE}')
-       for name in ('continue', 'stack', 'interpose', 'width')}
+cpt = {name: config_of(CPT_STEPS) for name in ('continue', 'stack', 'interpose', 'width')}
 cpt['continue'].init_from = source
 for name in ('stack', 'interpose'):
   cpt[name].model.num_layers = 2 * LAYERS
