@@ -48,6 +48,7 @@ def test_ipynb_matches_its_py_twin_and_has_no_outputs(name):
   code = [c for c in ipynb.cells if c.cell_type == 'code']
   assert all(not c.outputs and c.execution_count is None for c in code)
   assert ipynb.metadata.kernelspec.name == 'python3'
+  assert sum('parameters' in c.metadata.get('tags', []) for c in code) == 1   # papermill's
 
 
 def test_install_cell_and_badges_name_one_repository():
