@@ -105,7 +105,8 @@ print(f'last logged step {steps[-1]}: mean load CV {cv:.3f}, dead experts {dead}
 # %% [markdown]
 # ## Which token types go to which expert
 # The router's top-2 on validation batches, per token type: each row is the
-# share of that type's assignments going to each expert (uniform: 1/E).
+# share of that type's assignments going to each expert (uniform: 1/E). With
+# top-2 one expert's share is at most 0.5: every token of the type picks it.
 
 # %%
 loaded = restore.load(WORKDIR + '/run')
