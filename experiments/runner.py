@@ -115,12 +115,15 @@ class _Forward:
 def _resume(step_dir, run_dir):
   """Copies another run's checkpoint (and tokenizer) into the run, where the
   trainer resumes from it. Files are hard links where the filesystem allows:
-  checkpoints are never written again, and pruning one link keeps the other."""
+  checkpoints are never written again, and pruning one link keeps the other.
+  The parent's run.json comes too: the trainer keeps its `source`, so a branch
+  of an upcycled run still says which dense checkpoint (D1 tokens) it grew from."""
   staging = os.path.join(run_dir, _STAGING)
   shutil.rmtree(staging, ignore_errors=True)
-  tokenizer = os.path.join(os.path.dirname(os.path.dirname(step_dir)), 'tokenizer.json')  # BPE
-  if os.path.exists(tokenizer):
-    shutil.copy(tokenizer, run_dir)
+  parent = os.path.dirname(os.path.dirname(step_dir))
+  for name in ('tokenizer.json', files.RUN):   # a BPE's tokenizer; the source record
+    if os.path.exists(os.path.join(parent, name)):
+      shutil.copy(os.path.join(parent, name), run_dir)
   shutil.copytree(step_dir, os.path.join(staging, 'checkpoints', os.path.basename(step_dir)),
                   copy_function=_link_or_copy)
   os.replace(os.path.join(staging, 'checkpoints'), os.path.join(run_dir, 'checkpoints'))
