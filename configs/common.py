@@ -8,6 +8,7 @@ Each key has one home. Groups:
   ckpt   Orbax checkpointing
   mesh   device mesh and sharding
   upcycle  in-run transition at step `upcycle.step` (0 = none)
+  phases   per-phase LR and router-loss multipliers (seed 001's three-phase CPT)
 """
 import ml_collections
 
@@ -159,6 +160,15 @@ def upcycle():
   ))
 
 
+def phases():
+  """Training phases (moe_jax/train/phases.py): the steps after upcycle.step split
+  by `fractions`; in phase i opt's LR is scaled by lr[i] and the balance and
+  z-loss weights by balance[i] and z_loss[i]. Seed 001's three-phase CPT:
+  fractions=(0.05, 0.7, 0.25), lr=(0.1, 1.0, 0.1), balance=(5.0, 1.0, 0.5),
+  z_loss=(2.0, 1.0, 0.5). Empty fractions: one phase, nothing scaled."""
+  return ml_collections.ConfigDict(dict(fractions=(), lr=(), balance=(), z_loss=()))
+
+
 def base():
   config = ml_collections.ConfigDict()
   config.seed = 0
@@ -177,6 +187,7 @@ def base():
   config.ckpt = ckpt()
   config.mesh = mesh()
   config.upcycle = upcycle()
+  config.phases = phases()
   return config
 
 

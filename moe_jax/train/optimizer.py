@@ -24,12 +24,13 @@ def _labels(params, pattern):
       lambda kp, _: bool(pattern.search(sharding.path_str(kp))), params)
 
 
-def schedule(opt_cfg, total_steps, start_step=0):
+def schedule(opt_cfg, total_steps, start_step=0, scale=None):
   """Learning rate as a function of the global step.
 
   One schedule spans the whole run, also across an in-run upcycle at
   `start_step` (seed 000 compares runs on one schedule); `rewarm_steps` adds a
-  second linear warmup from there.
+  second linear warmup from there. `scale(step)` multiplies it (training
+  phases, moe_jax/train/phases.py).
   """
   if opt_cfg.schedule not in SCHEDULES:
     raise ConfigError(f'opt.schedule={opt_cfg.schedule!r} is not one of {SCHEDULES}')
@@ -65,13 +66,15 @@ def schedule(opt_cfg, total_steps, start_step=0):
     value = value * ramp(step, 0, warmup)
     if start_step:
       value = value * ramp(step, start_step, opt_cfg.rewarm_steps)
+    if scale is not None:
+      value = value * scale(step)
     return value
 
   return lr
 
 
-def make(opt_cfg, total_steps, params, start_step=0):
-  """Returns (tx, lr_fn) for a params tree.
+def make(opt_cfg, total_steps, params, start_step=0, lr_scale=None):
+  """Returns (tx, lr_fn) for a params tree; `lr_scale(step)` multiplies the schedule.
 
   `tx` gives the AdamW direction with unit learning rate; the train step scales
   it by `lr_fn(global step)`. Keeping the schedule out of optax's own step count
@@ -80,7 +83,7 @@ def make(opt_cfg, total_steps, params, start_step=0):
   """
   if opt_cfg.name != 'adamw':
     raise ConfigError(f"opt.name={opt_cfg.name!r} is not one of ('adamw',)")
-  lr = schedule(opt_cfg, total_steps, start_step)
+  lr = schedule(opt_cfg, total_steps, start_step, lr_scale)
   decay_mask = jax.tree_util.tree_map(lambda no: not no, _labels(params, _NO_DECAY))
   adamw = optax.chain(
       optax.clip_by_global_norm(opt_cfg.clip_norm) if opt_cfg.clip_norm else optax.identity(),
