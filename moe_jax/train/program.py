@@ -11,7 +11,7 @@ from moe_jax import sharding
 from moe_jax.eval import validation
 from moe_jax.models import transformer
 from moe_jax.models import config as model_config
-from moe_jax.train import optimizer
+from moe_jax.train import optimizer, phases as phases_lib
 from moe_jax.train import state as state_lib, step
 from moe_jax.upcycle import mapping, transition
 from moe_jax.workdir import checkpoint, placement
@@ -35,7 +35,10 @@ def build(config, mesh, start_step=0):
   cfg = model_config.ModelConfig.from_config(config)
   model = transformer.Transformer(cfg)
   abstract_params = transformer.abstract_params(model, config.seq_len)
-  tx, lr_fn = optimizer.make(config.opt, config.total_steps, abstract_params, start_step)
+  # Phases start at the in-run upcycle: config.upcycle.step before it, start_step after.
+  phases = phases_lib.build(config, start_step or config.upcycle.step)
+  tx, lr_fn = optimizer.make(config.opt, config.total_steps, abstract_params, start_step,
+                             phases.lr_scale if phases else None)
   abstract_state = jax.eval_shape(lambda p: state_lib.create(p, tx), abstract_params)
   state_shardings = _state_shardings(abstract_state, mesh, config.mesh)
   # Restores land on this mesh, whatever mesh wrote the checkpoint.
@@ -44,7 +47,7 @@ def build(config, mesh, start_step=0):
   return Program(
       config, model, tx, lr_fn, abstract_state, state_shardings, batch_sharding,
       placement.on_mesh(mesh, step.jit_train_step(model, tx, lr_fn, config, state_shardings,
-                                                  batch_sharding)),
+                                                  batch_sharding, phases)),
       placement.on_mesh(mesh, validation.jit_eval_step(model, state_shardings.params,
                                                        batch_sharding)))
 

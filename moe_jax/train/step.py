@@ -31,30 +31,37 @@ def _forward(model, params, batch, train, rng=None):
                      positions=batch['positions'], train=train, rngs=rngs)
 
 
-def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate):
-  """One optimizer step; returns (new state, metrics of this step)."""
+def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate, phases=None):
+  """One optimizer step; returns (new state, metrics of this step). With
+  `phases` (moe_jax/train/phases.py) the router losses take the weights of
+  the step's phase."""
   rng = jax.random.fold_in(jax.random.key(seed), state.step)
 
   def loss_fn(params):
     logits, aux = _forward(model, params, batch, True, rng)
     ce, count = losses.cross_entropy(logits, batch['targets'], batch['loss_mask'])
-    return ce + aux['aux_loss'], (ce, count, aux)
+    aux_loss = aux['aux_loss'] if phases is None else phases.aux_loss(aux, state.step)
+    return ce + aux_loss, (ce, count, aux_loss, aux)
 
-  (_, (ce, count, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  (_, (ce, count, aux_loss, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+      state.params)
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
   lr = lr_fn(state.step)
   params = optax.apply_updates(state.params, jax.tree.map(lambda u: lr * u, updates))
   if bias_update_rate:
     params = router.update_biases(params, aux, bias_update_rate)
-  metrics = dict(loss=ce, aux_loss=aux['aux_loss'], grad_norm=optax.tree.norm(grads),
+  metrics = dict(loss=ce, aux_loss=aux_loss, grad_norm=optax.tree.norm(grads),
                  param_norm=optax.tree.norm(params),
                  lr=lr, tokens=count, **moe_metrics(aux))
+  if phases is not None:
+    metrics['balance_weight'], metrics['z_loss_weight'] = phases.loss_weights(state.step)
   return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
 
-def jit_train_step(model, tx, lr_fn, config, state_shardings, batch_sharding):
+def jit_train_step(model, tx, lr_fn, config, state_shardings, batch_sharding, phases=None):
   step = functools.partial(
       train_step, model=model, tx=tx, lr_fn=lr_fn, seed=config.seed,
-      bias_update_rate=config.moe.bias_update_rate if config.moe.use_bias else 0.0)
+      bias_update_rate=config.moe.bias_update_rate if config.moe.use_bias else 0.0,
+      phases=phases)
   return jax.jit(step, in_shardings=(state_shardings, batch_sharding),
                  out_shardings=(state_shardings, None), donate_argnums=(0,))
