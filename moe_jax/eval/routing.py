@@ -1,0 +1,198 @@
+"""Routing analysis by token type (seed 001): which experts take which tokens.
+
+For a checkpoint and the validation batches, every (token, top-k slot) pair
+is counted under each token group the token belongs to. The groups overlap:
+a character class from the token's text (whitespace, punctuation, digit,
+capital, lower), its frequency in the analysed tokens (`frequent`: the most
+common ids that together make half the tokens; `rare`: ids seen at most
+RARE_COUNT times), and `speaker` for the tokens of a speaker-name line of the
+plays ("First Citizen:" alone on its line). Per MoE layer the result is a
+[group, expert] table of shares, and the mutual information between the
+character class and the expert (0: the router ignores the class).
+
+Over training, `load_over_training` reads the per-step load CV and dead
+experts the trainer logs (metrics.jsonl, moe_jax/train/step.py).
+"""
+import json
+import os
+import re
+
+import jax
+import numpy as np
+
+from moe_jax.models import router as router_lib
+
+CHAR_CLASSES = ('whitespace', 'punctuation', 'digit', 'capital', 'lower')
+GROUPS = CHAR_CLASSES + ('frequent', 'rare', 'speaker')
+RARE_COUNT = 2
+_SPEAKER = re.compile(r'^[A-Z][A-Za-z\' ]*[A-Za-z]:$', re.M)
+
+
+def char_class(text):
+  """The character class of a token's text (by its first non-space character)."""
+  stripped = text.strip()
+  if not stripped:
+    return 'whitespace'
+  c = stripped[0]
+  if c.isdigit():
+    return 'digit'
+  if c.isalpha():
+    return 'capital' if c.isupper() else 'lower'
+  return 'punctuation'
+
+
+def token_groups(tokens_BL, valid_BL, tok):
+  """{group: bool [B, L]} for the valid tokens of `tokens_BL`."""
+  ids, counts = np.unique(tokens_BL[valid_BL], return_counts=True)
+  texts = {int(i): tok.decode([int(i)]) for i in ids}
+  klass = np.vectorize(lambda i: char_class(texts.get(int(i), '')), otypes=[object])(tokens_BL)
+  groups = {c: (klass == c) & valid_BL for c in CHAR_CLASSES}
+  order = np.argsort(-counts, kind='stable')
+  frequent = ids[order[:np.searchsorted(np.cumsum(counts[order]), counts.sum() / 2) + 1]]
+  groups['frequent'] = np.isin(tokens_BL, frequent) & valid_BL
+  groups['rare'] = np.isin(tokens_BL, ids[counts <= RARE_COUNT]) & valid_BL
+  groups['speaker'] = np.zeros_like(valid_BL)
+  for b, row in enumerate(tokens_BL):
+    pieces = [texts.get(int(t), '') if v else '\n' for t, v in zip(row, valid_BL[b])]
+    ends = np.cumsum([len(p) for p in pieces])
+    for m in _SPEAKER.finditer(''.join(pieces)):
+      # Tokens whose text overlaps the name and its colon.
+      hit = (ends > m.start()) & (ends - [len(p) for p in pieces] < m.end())
+      groups['speaker'][b] |= hit & valid_BL[b]
+  return groups
+
+
+def _is_router(module, method_name):
+  return isinstance(module, router_lib.Router) and method_name == '__call__'
+
+
+def experts_of(model, params, batch):
+  """{layer name: top-k expert ids [B, L, k]} of one batch, as the model routes
+  it at evaluation (no jitter): the router's logits, captured, through the same
+  router_lib.select the MoE block uses (or the hash table)."""
+  cfg = model.cfg
+  m = cfg.moe
+  _, state = model.apply({'params': params}, batch['inputs'], segment_ids=batch['segment_ids'],
+                         positions=batch['positions'], capture_intermediates=_is_router,
+                         mutable=['intermediates'])
+  out = {}
+  for i in range(cfg.num_layers):
+    if not cfg.is_moe_layer(i):
+      continue
+    name = f'layers_{i}'
+    if m.router == 'hash':
+      idx_BLk, _, _ = router_lib.hash_route(batch['inputs'], cfg.vocab_size, m.num_experts,
+                                            m.top_k, m.hash_seed)
+    else:
+      (logits_BLE, bias_E), = state['intermediates'][name]['moe']['router']['__call__']
+      idx_BLk, _, _ = router_lib.select(logits_BLE, bias_E, m.top_k, m.score, m.order,
+                                        m.renormalize)
+    out[name] = idx_BLk
+  return out
+
+
+def analyse(model, params, batches, tok):
+  """dict(num_experts, tokens, layers={layer: dict(counts={group: [E]},
+  share={group: [E]}, mi_bits)}) over `batches` (numpy feature dicts)."""
+  num_experts = model.cfg.moe.num_experts
+  apply = jax.jit(lambda p, b: experts_of(model, p, b))
+  counts, tokens = {}, 0
+  for batch in batches:
+    valid_BL = np.asarray(batch['segment_ids']) > 0
+    groups = token_groups(np.asarray(batch['inputs']), valid_BL, tok)
+    tokens += int(valid_BL.sum())
+    for layer, idx_BLk in apply(params, batch).items():
+      idx_BLk = np.asarray(idx_BLk)
+      per = counts.setdefault(layer, {g: np.zeros(num_experts, np.int64) for g in
+                                      ('all',) + GROUPS})
+      per['all'] += np.bincount(idx_BLk[valid_BL].ravel(), minlength=num_experts)
+      for g, mask in groups.items():
+        per[g] += np.bincount(idx_BLk[mask].ravel(), minlength=num_experts)
+  layers = {}
+  for layer, per in counts.items():
+    share = {g: (c / c.sum()).tolist() if c.sum() else None for g, c in per.items()}
+    layers[layer] = dict(counts={g: c.tolist() for g, c in per.items()}, share=share,
+                         mi_bits=mutual_information(np.stack([per[c] for c in CHAR_CLASSES])))
+  return dict(num_experts=num_experts, tokens=tokens, layers=layers)
+
+
+def mutual_information(counts_GE):
+  """I(group; expert) in bits of a [group, expert] count table."""
+  p = counts_GE / max(counts_GE.sum(), 1)
+  outer = p.sum(1, keepdims=True) * p.sum(0, keepdims=True)
+  nz = p > 0
+  return float(np.sum(p[nz] * np.log2(p[nz] / outer[nz])))
+
+
+def table(result):
+  """Markdown: per layer, the expert shares of every group (percent of its
+  top-k assignments), its count, and the layer's I(char class; expert)."""
+  e = result['num_experts']
+  lines = []
+  for layer, r in result['layers'].items():
+    lines += [f'{layer}: I(char class; expert) = {r["mi_bits"]:.3f} bits', '',
+              '| group | assignments | ' + ' | '.join(f'e{i}' for i in range(e)) + ' |',
+              '|---|---:|' + '---:|' * e]
+    for g in ('all',) + GROUPS:
+      share = r['share'][g]
+      cells = ['-'] * e if share is None else [f'{100 * s:.1f}' for s in share]
+      lines.append(f'| {g} | {sum(r["counts"][g])} | ' + ' | '.join(cells) + ' |')
+    lines.append('')
+  return '\n'.join(lines)
+
+
+def heatmap(result, path, title=''):
+  """One panel per MoE layer: share of each group's assignments per expert,
+  divided by the expert's share of all assignments (1 = no preference)."""
+  import matplotlib   # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt   # pylint: disable=g-import-not-at-top
+  layers = result['layers']
+  fig, axes = plt.subplots(1, len(layers), figsize=(1.2 + 0.5 * result['num_experts'] * len(layers),
+                                                   3.6), squeeze=False)
+  for ax, (layer, r) in zip(axes[0], layers.items()):
+    overall = np.maximum(np.asarray(r['share']['all']), 1e-9)
+    lift = np.array([np.asarray(r['share'][g]) / overall if r['share'][g] is not None
+                     else np.full_like(overall, np.nan) for g in GROUPS])
+    im = ax.imshow(lift, cmap='RdBu_r', vmin=0, vmax=2, aspect='auto')
+    ax.set(xticks=range(result['num_experts']), yticks=range(len(GROUPS)),
+           yticklabels=GROUPS, xlabel='expert', title=f'{layer} (MI {r["mi_bits"]:.2f} bits)')
+    ax.title.set_fontsize(8)
+  fig.colorbar(im, ax=axes[0].tolist(), label='share / overall share')
+  if title:
+    fig.suptitle(title, fontsize=9)
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  tmp = path + '.tmp.png'
+  fig.savefig(tmp, dpi=110)
+  os.replace(tmp, path)
+  plt.close(fig)
+  return path
+
+
+def load_over_training(workdir):
+  """{layer: [(step, cv, dead)]} from WORKDIR/metrics.jsonl (the logged steps)."""
+  out = {}
+  path = os.path.join(workdir, 'metrics.jsonl')
+  if not os.path.exists(path):
+    return out
+  with open(path) as f:
+    for line in f:
+      row = json.loads(line)
+      for key, value in row.items():
+        if key.startswith('moe/') and key.endswith('/cv'):
+          layer = key.split('/')[1]
+          out.setdefault(layer, []).append((row['step'], value, row.get(f'moe/{layer}/dead')))
+  return out
+
+
+def load_table(history, points=5):
+  """Markdown: the load CV and dead experts of each layer at `points` logged steps."""
+  if not history:
+    return '(no MoE metrics logged)'
+  lines = ['| layer | step | load CV | dead experts |', '|---|---:|---:|---:|']
+  for layer, rows in history.items():
+    pick = sorted({round(i) for i in np.linspace(0, len(rows) - 1, min(points, len(rows)))})
+    for i in pick:
+      step, cv, dead = rows[i]
+      lines.append(f'| {layer} | {step} | {cv:.3f} | {"-" if dead is None else int(dead)} |')
+  return '\n'.join(lines)
