@@ -1,0 +1,82 @@
+"""Seed 002's fits on a runs table of our own: Table 1's comparison of dataset
+forms, Table 2's joint laws and D* (eq. 13) at our sizes.
+
+Everything goes through moe_jax.scaling_laws (what `python -m
+moe_jax.scaling_laws fit` runs); this module only picks the rows and the order
+of seed 002 sec. 5: E from a joint fit of the dense and MoE-from-scratch runs
+(one E for both, eq. 3 each), then every law refitted with that E fixed. A fit
+the rows cannot support (too few runs, a column with one value) is recorded
+with its reason instead of a number.
+"""
+import numpy as np
+
+from moe_jax.errors import ConfigError
+from moe_jax.scaling_laws import dstar, fit, forms, presets
+
+DATASET_FORMS = ('mul', 'mul_no_interaction', 'add', 'add_no_interaction')
+# Table 1, the (n_expert, n_TopK) = (8, 2) column: leave-one-out RMS (nats).
+TABLE1_8X2 = {'mul': 0.0031, 'mul_no_interaction': 0.0095, 'add': 0.0093,
+              'add_no_interaction': 0.0113}
+TABLE2 = {kind: presets.PRESETS[f'table2_{kind}']['params'] for kind in ('dense', 'moe',
+                                                                        'upcycled')}
+LAWS = (('dense', 'chinchilla'), ('moe', 'chinchilla'), ('upcycled', 'joint'))
+
+
+def rows(cols, kind=None, n1=None):
+  """The rows of one kind (and one dense size N1)."""
+  keep = np.ones(len(cols['loss']), bool)
+  if kind is not None:
+    keep &= cols['kind'] == kind
+  if n1 is not None:
+    keep &= cols['N1'] == n1
+  return {k: v[keep] for k, v in cols.items()}
+
+
+def _fit(form_name, cols, fixed=None, loo=True, n_boot=0, seed=0):
+  """dict(params, loo_rms, ci95, n) of one fit, or dict(error=reason)."""
+  form = forms.get(form_name)
+  try:
+    result = fit.fit(form, cols, fixed=fixed, seed=seed)
+    out = dict(params=result.params, n=result.n, loo_rms=None, ci95={})
+    if loo:
+      out['loo_rms'] = fit.loo_rms(form, cols, result)
+    if n_boot:
+      out['ci95'] = fit.bootstrap(form, cols, result, n_boot=n_boot, seed=seed)
+  except ConfigError as e:
+    return dict(error=str(e), n=len(cols['loss']))
+  return out
+
+
+def dataset_forms(cols):
+  """{N1: {form: fit}}: eqs. 8 and 9, with and without the interaction term,
+  on the upcycled runs of each dense size (seed 002 Table 1)."""
+  up = rows(cols, 'upcycled')
+  return {float(n1): {name: _fit(name, rows(up, n1=n1)) for name in DATASET_FORMS}
+          for n1 in np.unique(up['N1'])}
+
+
+def joint_laws(cols, n_boot=200, seed=0):
+  """Table 2 of our runs: {'E': fit of the shared E, 'dense' | 'moe' |
+  'upcycled': fit with that E fixed} (eq. 3, eq. 3, eq. 12)."""
+  both = {k: v[np.isin(cols['kind'], ('dense', 'moe'))] for k, v in cols.items()}
+  out = {'E': _fit('chinchilla_joint', both, loo=False, n_boot=n_boot, seed=seed)}
+  if 'error' in out['E']:
+    return out
+  e = out['E']['params']['E']
+  for kind, form in LAWS:
+    out[kind] = _fit(form, rows(cols, kind), fixed={'E': e}, n_boot=n_boot, seed=seed)
+  return out
+
+
+def dstar_at(laws, n1s, lo=1e3, hi=1e13):
+  """{N1: crossings of eq. 13} from our MoE and upcycled laws ([] when the
+  curves never cross in [lo, hi] tokens; None when a law is missing)."""
+  if any('params' not in laws.get(k, {}) for k in ('moe', 'upcycled')):
+    return {float(n): None for n in n1s}
+  return {float(n): dstar.solve(laws['moe']['params'], laws['upcycled']['params'], n, lo, hi)
+          for n in n1s}
+
+
+def exponent_at(params, d1):
+  """The upcycled law's effective D2 exponent alpha2 - alpha3 log D1 (sec. 4.1.1)."""
+  return params['alpha2'] - params['alpha3'] * np.log(d1)

@@ -1,0 +1,274 @@
+r"""Seed 002's studies from our sweeps: tables in the seed's layout, its numbers beside ours.
+
+  python -m experiments.seed002.report --study=grid --workdir=DIR [--arg=small]
+  python -m experiments.seed002.report --study=ablations --workdir=DIR [--arg=small]
+
+DIR is the launched sweep of experiments/seed002/{grid,ablations}.py (`--arg`
+its config argument). Writes DIR/seed002_<study>.md (also printed) and
+DIR/plots/seed002_*.png. The grid also writes DIR/runs.jsonl, the runs table
+of `python -m moe_jax.scaling_laws collect` over its finished runs, and
+DIR/fits.json. A run not finished is left out of the fits and shown as '-'.
+"""
+import json
+import os
+import time
+
+from absl import flags
+import numpy as np
+
+from experiments import plots, report, runner, sweep
+from experiments.seed002 import fits, grid
+from moe_jax import cli
+from moe_jax.errors import ConfigError
+from moe_jax.scaling_laws import collect, forms, table
+from moe_jax.workdir import files
+
+STUDIES = ('grid', 'ablations')
+N_BOOT = 200
+
+
+def fmt(x, digits=4):
+  """A number for a table: 4 decimals, or 4 significant digits below 1e-3; '-' for None."""
+  return '-' if x is None else f'{x:.{digits}g}' if abs(x) < 1e-3 else f'{x:.{digits}f}'
+
+
+def _done(sweep_dir):
+  """The finished runs' directories, in the sweep's order."""
+  names = [r['name'] for r in sweep.read(sweep_dir)['runs']]
+  return [os.path.join(sweep_dir, n) for n in names
+          if runner.status(os.path.join(sweep_dir, n)).get('state') == 'done']
+
+
+def runs_table(sweep_dir):
+  """Columns of the collected runs (collect.row of every finished run), also
+  written to DIR/runs.jsonl."""
+  rows = collect.collect(_done(sweep_dir))
+  files.write_text(os.path.join(sweep_dir, 'runs.jsonl'),
+                   ''.join(json.dumps(r) + '\n' for r in rows))
+  return table.from_rows([{k: v for k, v in r.items() if k != 'workdir'} for r in rows])
+
+
+def _grid_runs_md(cols):
+  head = ['kind', 'N1', 'D1 (tokens)', 'D2 (tokens)', 'val loss']
+  order = np.lexsort((cols['D2'], cols['D1'], cols['N1'], cols['kind']))
+  return report.markdown(head, [[cols['kind'][i], f'{cols["N1"][i]:.0f}', f'{cols["D1"][i]:.0f}',
+                                 f'{cols["D2"][i]:.0f}', f'{cols["loss"][i]:.4f}']
+                                for i in order])
+
+
+def _table1_md(by_size):
+  head = ['form'] + [f'N1={n1:.0f} (n)' for n1 in by_size] + ['seed 002 Table 1, (8,2)']
+  body = []
+  for name in fits.DATASET_FORMS:
+    cells = []
+    for per_form in by_size.values():
+      f = per_form[name]
+      cells.append(f'{f["loo_rms"]:.4f} ({f["n"]})' if f.get('loo_rms') is not None
+                   else f'- ({f["n"]})')
+    body.append([name] + cells + [fits.TABLE1_8X2[name]])
+  notes = sorted({f'{name}: {f["error"]}' for per_form in by_size.values()
+                  for name, f in per_form.items() if 'error' in f})
+  return report.markdown(head, body) + ''.join(f'\n\n- not fitted: {n}' for n in notes)
+
+
+def _param_cell(f, p):
+  if 'params' not in f:
+    return '-'
+  value = f['params'][p]
+  lo_hi = f.get('ci95', {}).get(p)
+  return fmt(value) + (f' [{fmt(lo_hi[0], 3)}, {fmt(lo_hi[1], 3)}]' if lo_hi else '')
+
+
+def _table2_md(laws):
+  head = ['law', 'A', 'B', 'alpha / alpha1', 'alpha2', 'alpha3', 'beta', 'E', 'n', 'LOO RMS']
+  body = []
+  for kind, _ in fits.LAWS:
+    f = laws.get(kind, laws['E'])
+    alpha = 'alpha' if kind != 'upcycled' else 'alpha1'
+    ours = [_param_cell(f, p) if p in (f.get('params') or {}) else '—'
+            for p in ('A', 'B', alpha, 'alpha2', 'alpha3', 'beta', 'E')]
+    body.append([f'{kind} (ours)'] + ours + [f.get('n', '-'), fmt(f.get('loo_rms'))])
+    t = fits.TABLE2[kind]
+    body.append([f'{kind} (seed 002)'] + [fmt(t[p], 3) if p in t else '—' for p in
+                                          ('A', 'B', alpha, 'alpha2', 'alpha3', 'beta', 'E')]
+                + ['', ''])
+  notes = [f'{k}: {v["error"]}' for k, v in laws.items() if 'error' in v]
+  return report.markdown(head, body) + ''.join(f'\n\n- not fitted: {n}' for n in notes)
+
+
+def _dstar_md(cols, laws, crossings):
+  head = ['N1', 'D* (eq. 13, our laws), tokens', 'crossings', 'eq. 2 at N1 (seed 002), tokens',
+          'longest D1 + D2 we ran']
+  body = []
+  for n1, roots in crossings.items():
+    up = fits.rows(cols, 'upcycled', n1)
+    ran = f'{(up["D1"] + up["D2"]).max():.0f}' if len(up['loss']) else '-'
+    d = '-' if roots is None else ('no crossing' if not roots else f'{roots[0]:.3g}')
+    body.append([f'{n1:.0f}', d, '-' if not roots else ', '.join(f'{r:.3g}' for r in roots),
+                 f'{float(fits.dstar.eq2(n1)):.3g}', ran])
+  return report.markdown(head, body)
+
+
+def _grid_plot(cols, laws, by_size, path):
+  """Loss against D2, one panel per dense size, one colour per D1: the runs
+  (dots), eq. 12 with our joint parameters (solid), eq. 8 fitted to the size
+  alone (dashed); seed 002 Fig. 4 / Fig. 6."""
+  plt = plots._pyplot()
+  up = fits.rows(cols, 'upcycled')
+  sizes = np.unique(up['N1'])
+  fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4), squeeze=False)
+  for ax, n1 in zip(axes[0], sizes):
+    at = fits.rows(up, n1=n1)
+    grid_d2 = np.geomspace(at['D2'].min(), at['D2'].max(), 60)
+    for i, d1 in enumerate(np.unique(at['D1'])):
+      on = at['D1'] == d1
+      color = f'C{i}'
+      ax.plot(at['D2'][on], at['loss'][on], 'o', color=color, label=f'D1={d1:.3g}')
+      curve = {'N1': np.full_like(grid_d2, n1), 'D1': np.full_like(grid_d2, d1), 'D2': grid_d2}
+      if 'params' in laws.get('upcycled', {}):
+        ax.plot(grid_d2, forms.predict(forms.get('joint'), laws['upcycled']['params'], curve),
+                '-', color=color, lw=1)
+      mul = by_size.get(float(n1), {}).get('mul', {})
+      if 'params' in mul:
+        ax.plot(grid_d2, forms.predict(forms.get('mul'), mul['params'], curve), '--',
+                color=color, lw=0.8)
+    ax.set(xscale='log', xlabel='D2 (tokens after upcycling)', ylabel='val loss',
+           title=f'N1 = {n1:.0f}')
+    ax.legend(fontsize=7)
+  fig.suptitle('upcycled runs: eq. 12, joint fit (solid); eq. 8, this size alone (dashed)',
+               fontsize=9)
+  fig.tight_layout()
+  plots._save(fig, path)
+  plt.close(fig)
+  return path
+
+
+def _baseline_plot(cols, laws, path):
+  """Dense and MoE-from-scratch loss against D per size with eq. 3 (Table 2's E)."""
+  plt = plots._pyplot()
+  fig, ax = plt.subplots(figsize=(6, 4.5))
+  for k, (kind, marker) in enumerate((('dense', 'o'), ('moe', 's'))):
+    part = fits.rows(cols, kind)
+    for i, n1 in enumerate(np.unique(part['N1'])):
+      at = fits.rows(part, n1=n1)
+      color = f'C{i}'
+      ax.plot(at['D1'], at['loss'], marker, color=color, mfc='none' if k else color,
+              label=f'{kind} N1={n1:.0f}')
+      if 'params' in laws.get(kind, {}):
+        d = np.geomspace(at['D1'].min(), at['D1'].max(), 60)
+        ax.plot(d, forms.predict(forms.get('chinchilla'), laws[kind]['params'],
+                                 {'N1': np.full_like(d, n1), 'D1': d}),
+                '-' if kind == 'dense' else ':', color=color, lw=1)
+  ax.set(xscale='log', xlabel='D (tokens)', ylabel='val loss',
+         title='dense (filled, solid) and MoE from scratch (open, dotted): eq. 3')
+  ax.title.set_fontsize(9)
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  plots._save(fig, path)
+  plt.close(fig)
+  return path
+
+
+def grid_report(sweep_dir, arg):
+  cols = runs_table(sweep_dir)
+  by_size = fits.dataset_forms(cols)
+  laws = fits.joint_laws(cols, n_boot=20 if grid.common.parse(arg).small else N_BOOT)
+  n1s = np.unique(fits.rows(cols, 'upcycled')['N1'])
+  crossings = fits.dstar_at(laws, n1s)
+  files.write_json(os.path.join(sweep_dir, 'fits.json'), dict(
+      dataset_forms={str(k): v for k, v in by_size.items()}, joint=laws,
+      dstar={str(k): v for k, v in crossings.items()}))
+  plot_dir = os.path.join(sweep_dir, 'plots')
+  os.makedirs(plot_dir, exist_ok=True)
+  pngs = [_grid_plot(cols, laws, by_size, os.path.join(plot_dir, 'seed002_grid.png')),
+          _baseline_plot(cols, laws, os.path.join(plot_dir, 'seed002_baselines.png'))]
+  sections = [
+      ('Runs (collected: runs.jsonl)', _grid_runs_md(cols)),
+      ('Dataset-size forms per dense size, leave-one-out RMS (seed 002 Table 1)',
+       _table1_md(by_size)),
+      ('Joint laws, E shared (seed 002 Table 2); 95% bootstrap intervals in brackets',
+       _table2_md(laws)),
+      ('D*: where training a MoE from scratch starts to beat upcycling (eq. 13)',
+       _dstar_md(cols, laws, crossings)),
+  ]
+  return sections, pngs
+
+
+def ablations_report(sweep_dir, arg):
+  from experiments.seed002 import ablations   # pylint: disable=g-import-not-at-top
+  runs = {r['name']: r for r in report.load_runs(sweep_dir)}
+  final = lambda name: (next((row['val_loss'] for row in reversed(runs[name]['metrics'])
+                              if 'val_loss' in row), None) if name in runs else None)
+  lr_rows = [[label, name, fmt(final(name))] for name, label in ablations.LR_ARMS.items()]
+  sched_rows = [[kind, fmt(final(f'{kind}_wsd')), fmt(final(f'{kind}_cosine'))]
+                for kind in ('dense', 'moe')]
+  plot_dir = os.path.join(sweep_dir, 'plots')
+  os.makedirs(plot_dir, exist_ok=True)
+  pngs = [curves_plot(runs, list(ablations.LR_ARMS), ablations.LR_ARMS,
+                       os.path.join(plot_dir, 'seed002_lr.png'),
+                       'upcycled training with three LR choices (seed 002 Fig. 8)'),
+          curves_plot(runs, [f'{k}_{s}' for k in ('dense', 'moe') for s in ('wsd', 'cosine')],
+                       {}, os.path.join(plot_dir, 'seed002_schedules.png'),
+                       'WSD vs cosine (seed 002 Fig. 7)')]
+  return [('LR of upcycled training (seed 002 App. A.6, Fig. 8: the MoE LR works best)',
+           report.markdown(['LR choice', 'run', 'final val loss'], lr_rows)),
+          ('WSD vs cosine at one budget (seed 002 App. A.4, Fig. 7: similar)',
+           report.markdown(['model', 'WSD val loss', 'cosine val loss'], sched_rows))], pngs
+
+
+def curves_plot(runs, names, labels, path, title, cv=False):
+  """Validation loss (top), learning rate and, with `cv`, the expert load CV
+  (mean over MoE layers) against the run's steps."""
+  plt = plots._pyplot()
+  rows = 3 if cv else 2
+  fig, axes = plt.subplots(rows, 1, figsize=(7, 3 + 1.5 * rows), sharex=True,
+                           gridspec_kw=dict(height_ratios=(3,) + (1,) * (rows - 1)))
+  ax, lr_ax = axes[0], axes[1]
+  for i, name in enumerate(n for n in names if n in runs and runs[n]['metrics']):
+    m = runs[name]['metrics']
+    val = [(r['step'], r['val_loss']) for r in m if 'val_loss' in r]
+    ax.plot(*zip(*[(r['step'], r['loss']) for r in m]), color=f'C{i}', lw=0.6, alpha=0.5)
+    if val:
+      ax.plot(*zip(*val), 'o-', color=f'C{i}', ms=3, label=labels.get(name, name))
+    lr_ax.plot(*zip(*[(r['step'], r['lr']) for r in m]), color=f'C{i}')
+    if cv:
+      axes[2].plot([r['step'] for r in m],
+                   [np.mean([v for k, v in r.items() if k.startswith('moe/') and
+                             k.endswith('/cv')]) for r in m], color=f'C{i}')
+  ax.set(ylabel='loss (train thin, val dots)', title=title)
+  ax.legend(fontsize=7)
+  lr_ax.set(ylabel='LR')
+  if cv:
+    axes[2].set(ylabel='load CV')
+  axes[-1].set(xlabel='step of the run')
+  fig.tight_layout()
+  plots._save(fig, path)
+  plt.close(fig)
+  return path
+
+
+def write(study, sweep_dir, arg=''):
+  """Writes DIR/seed002_<study>.md and its plots; returns the markdown."""
+  if study not in STUDIES:
+    raise ConfigError(f'--study={study!r} is not one of {STUDIES}')
+  sweep.read(sweep_dir)   # a launched sweep, or a one-line error
+  sections, pngs = (grid_report if study == 'grid' else ablations_report)(sweep_dir, arg)
+  text = (f'# seed 002, {study}: {os.path.basename(sweep_dir.rstrip("/"))}, '
+          f'{time.strftime("%Y-%m-%d %H:%M")}\n\n' +
+          ''.join(f'## {title}\n\n{body}\n\n' for title, body in sections) +
+          '\n'.join(f'![{os.path.basename(p)}](plots/{os.path.basename(p)})' for p in pngs) + '\n')
+  files.write_text(os.path.join(sweep_dir, f'seed002_{study}.md'), text)
+  return text
+
+
+def main(argv):
+  del argv
+  f = flags.FLAGS
+  print(cli.run_reporting_errors(write, f.study, os.path.abspath(f.workdir), f.arg))
+
+
+if __name__ == '__main__':
+  flags.DEFINE_enum('study', None, list(STUDIES), 'Which study the sweep is.', required=True)
+  flags.DEFINE_string('workdir', None, 'The launched sweep directory.', required=True)
+  flags.DEFINE_string('arg', '', "The sweep's config argument (e.g. small).")
+  cli.run_app(main)
