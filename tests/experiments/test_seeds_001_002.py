@@ -1,0 +1,127 @@
+"""Seeds 001 and 002 as experiments: the sweeps plan what their docstrings say,
+the fits recover a law from a table made by it, and (slow) every `:small`
+sweep runs end to end into a report with its rows."""
+import os
+
+import numpy as np
+import pytest
+
+from experiments import hyper, sweep
+from experiments.seed001 import report as seed001_report
+from experiments.seed002 import common, fits, grid, report as seed002_report
+from moe_jax.scaling_laws import forms, presets, table
+from tests.experiments import runs
+
+
+def _plan(path):
+  _, planned = sweep.plan(os.path.join(runs.REPO, path))
+  return {r.name: r.overrides for r in planned}
+
+
+def test_grid_branches_decay_from_the_long_runs_stable_phase():
+  points = _plan('experiments/seed002/grid.py')
+  b = grid.budgets()
+  per_size = len(b['dense']) + len(b['dense']) * len(b['up']) + len(b['moe'])
+  assert len(points) == len(common.SIZES) * per_size
+  # dense48_D1=150 continues dense48_D1=400 from step 150 - 30 and decays over 30 steps.
+  short = points['dense48_D1=150']
+  assert short['resume_from'] == hyper.run('dense48_D1=400', step=120)
+  assert short['config.opt.decay_fraction'] == pytest.approx(30 / 150)
+  assert 120 % points['dense48_D1=400']['config.checkpoint_every_steps'] == 0
+  up = points['up48_D1=150_D2=200']
+  assert up['upcycle.src'] == hyper.run('dense48_D1=150', step=150)
+  assert up['config.moe.num_experts'] == 8 and up['config.opt.lr'] == common.LR_MOE
+  assert points['up48_D1=150_D2=50']['resume_from'] == hyper.run('up48_D1=150_D2=200', step=40)
+
+
+def test_seed001_sweeps_share_runs_and_only_the_phases_differ():
+  schedule = _plan('experiments/seed001/schedule.py:small')
+  routed = _plan('experiments/seed001/routing.py:small')
+  both = _plan('experiments/seed001/all.py:small')
+  assert both == {**schedule, **routed}
+  assert schedule['dense'] == routed['dense'] and schedule['up_single'] == routed['up_single']
+  single, three = schedule['up_single'], schedule['up_three_phase']
+  assert {k: v for k, v in three.items() if 'phases' not in k and k != 'name'} == {
+      k: v for k, v in single.items() if k != 'name'}
+  assert three['config.phases.fractions'] == (0.05, 0.70, 0.25)
+  assert routed['scratch']['config.total_steps'] == (
+      routed['dense']['config.total_steps'] + routed['up_single']['config.total_steps'])
+
+
+def _synthetic_table():
+  """Rows of seed 002's Table 2 laws on a grid like ours (no noise)."""
+  rows = []
+  for n1 in (1e5, 3e5, 1e6):
+    for d in (5e4, 1e5, 2e5, 4e5):
+      for kind in ('dense', 'moe'):
+        p = presets.PRESETS[f'table2_{kind}']['params']
+        rows.append(dict(kind=kind, N1=n1, D1=d, D2=0.0,
+                         loss=float(forms.predict(forms.get('chinchilla'), p,
+                                                  {'N1': np.array([n1]), 'D1': np.array([d])})[0])))
+    for d1 in (5e4, 1.5e5, 4e5):
+      for d2 in (2.5e4, 5e4, 1e5, 2e5):
+        p = presets.PRESETS['table2_upcycled']['params']
+        c = {'N1': np.array([n1]), 'D1': np.array([d1]), 'D2': np.array([d2])}
+        rows.append(dict(kind='upcycled', N1=n1, D1=d1, D2=d2,
+                         loss=float(forms.predict(forms.get('joint'), p, c)[0])))
+  return table.from_rows(rows)
+
+
+@pytest.mark.slow   # dozens of BFGS fits with leave-one-out refits
+def test_joint_laws_recover_table2_from_its_own_losses():
+  cols = _synthetic_table()
+  laws = fits.joint_laws(cols, n_boot=0)
+  assert laws['E']['params']['E'] == pytest.approx(presets.TABLE2_E, rel=0.05)
+  for kind in ('dense', 'moe', 'upcycled'):
+    assert laws[kind]['loo_rms'] < 1e-3, kind
+  ours = fits.rows(cols, 'upcycled')
+  predicted = forms.predict(forms.get('joint'), laws['upcycled']['params'], ours)
+  np.testing.assert_allclose(predicted, ours['loss'], rtol=1e-3)
+  by_size = fits.dataset_forms(cols)
+  assert sorted(by_size) == [1e5, 3e5, 1e6]
+  assert by_size[1e5]['mul']['loo_rms'] < 1e-3
+
+
+def _launch(tmp_path, config, jax_cache):
+  workdir = str(tmp_path / 'sweep')
+  code, out, err = runs.run('experiments.launch', f'--config={config}',
+                            f'--workdir={workdir}', '--parallel=2', cache_dir=jax_cache)
+  assert code == 0, err[-3000:]
+  return workdir
+
+
+def _sections(text):
+  return {s.split('\n', 1)[0]: s for s in text.split('\n## ')[1:]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('study', ['grid', 'ablations'])
+def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch):
+  monkeypatch.chdir(runs.REPO)   # upcycle.config paths are relative to the repository
+  workdir = _launch(tmp_path, f'experiments/seed002/{study}.py:small', jax_cache)
+  text = seed002_report.write(study, workdir, 'small')
+  sections = _sections(text)
+  if study == 'grid':
+    assert len(sections) == 4, list(sections)
+    runs_md = next(s for t, s in sections.items() if t.startswith('Runs'))
+    assert runs_md.count('| upcycled |') == 4 and runs_md.count('| moe |') == 2
+    assert os.path.exists(os.path.join(workdir, 'fits.json'))
+  else:
+    assert len(sections) == 2 and '| WSD, MoE LR | lr=moe | -' not in text
+  pngs = os.listdir(os.path.join(workdir, 'plots'))
+  assert len([p for p in pngs if p.startswith('seed002_')]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('study', ['schedule', 'routing'])
+def test_seed001_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch):
+  monkeypatch.chdir(runs.REPO)
+  workdir = _launch(tmp_path, f'experiments/seed001/{study}.py:small', jax_cache)
+  text = seed001_report.write(study, workdir, batches=1)
+  if study == 'schedule':
+    for name in ('up_single', 'up_three_phase'):
+      assert f'| {name} | ' in text and f'| {name} | - |' not in text
+  else:
+    for name in ('up_single', 'scratch'):
+      assert f'| {name} | layers_1 | ' in text
+    assert os.path.exists(os.path.join(workdir, 'plots', 'routing_scratch.json'))
