@@ -160,12 +160,17 @@ def upcycle():
   ))
 
 
+# Seed 001's three-phase continued pre-training: warmup, specialization, refinement.
+SEED001_PHASES = dict(fractions=(0.05, 0.70, 0.25), lr=(0.1, 1.0, 0.1), balance=(5.0, 1.0, 0.5),
+                      z_loss=(2.0, 1.0, 0.5))
+
+
 def phases():
   """Training phases (moe_jax/train/phases.py): the steps after upcycle.step split
   by `fractions`; in phase i opt's LR is scaled by lr[i] and the balance and
-  z-loss weights by balance[i] and z_loss[i]. Seed 001's three-phase CPT:
-  fractions=(0.05, 0.7, 0.25), lr=(0.1, 1.0, 0.1), balance=(5.0, 1.0, 0.5),
-  z_loss=(2.0, 1.0, 0.5). Empty fractions: one phase, nothing scaled."""
+  z-loss weights by balance[i] and z_loss[i]. Seed 001's three-phase CPT is
+  SEED001_PHASES (`config.phases.update(SEED001_PHASES)`). Empty fractions: one
+  phase, nothing scaled."""
   return ml_collections.ConfigDict(dict(fractions=(), lr=(), balance=(), z_loss=()))
 
 

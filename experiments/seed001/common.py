@@ -1,17 +1,19 @@
 r"""Seed 001's sparse-upcycling practice at CPU scale: one dense run, upcycled.
 
-Two sweeps share these runs (experiments/seed001/{schedule,routing}.py):
+Two sweeps share these runs (experiments/seed001/{schedule,routing,all}.py):
   dense           the dense model, DENSE steps (WSD, experiments/seed002/common.py's family)
   up_single       its last checkpoint upcycled to 8 experts, top-2 (every expert
                   a copy of the MLP), trained UP steps at one constant LR and
                   constant balance / z-loss weights
-  up_three_phase  the same with seed 001's three phases (moe_jax/train/phases.py:
-                  5% / 70% / 25% of the steps, LR x 0.1 / 1 / 0.1, balance x
-                  5 / 1 / 0.5, z-loss x 2 / 1 / 0.5)
+  up_three_phase  the same with seed 001's three phases (configs/common.py
+                  SEED001_PHASES, moe_jax/train/phases.py): 5% / 70% / 25% of
+                  the steps, LR x 0.1 / 1 / 0.1, balance x 5 / 1 / 0.5, z-loss
+                  x 2 / 1 / 0.5
   scratch         the MoE trained from scratch for DENSE + UP steps (WSD)
 The MoE runs use a Switch balance loss (0.01) and a router z-loss (1e-3), the
 weights seed 001's phases multiply. `:small`: a few steps of each (CI).
 """
+from configs import common as configs_common
 from experiments.seed002 import common as family
 
 SIZE = 48
@@ -44,11 +46,10 @@ def dense(s):
 def upcycled(h, s, name, three_phase):
   """The dense run upcycled and trained s['up'] steps at one constant LR, with
   or without seed 001's phases on top."""
-  from moe_jax.train import phases   # pylint: disable=g-import-not-at-top
   keys = {'config.opt.schedule': 'constant', 'config.opt.warmup_steps': 0,
           'config.total_steps': s['up'], 'config.checkpoint_every_steps': s['up']}
   if three_phase:
-    keys.update({f'config.phases.{k}': v for k, v in phases.SEED001.items()})
+    keys.update({f'config.phases.{k}': v for k, v in configs_common.SEED001_PHASES.items()})
   return dict(name=name, **family.upcycled(h, 'dense', s['dense']), **family.size(SIZE),
               **family.moe(LR_UP), **keys)
 

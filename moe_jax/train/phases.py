@@ -8,7 +8,8 @@ each a share of the tokens with its own LR and balance / z-loss weights:
   refinement      25%  LR x 0.1   balance x 0.5   z-loss x 0.5
 
 which is `phases.fractions=(0.05, 0.7, 0.25)`, `phases.lr=(0.1, 1.0, 0.1)`,
-`phases.balance=(5.0, 1.0, 0.5)`, `phases.z_loss=(2.0, 1.0, 0.5)` (SEED001).
+`phases.balance=(5.0, 1.0, 0.5)`, `phases.z_loss=(2.0, 1.0, 0.5)`
+(configs/common.py: SEED001_PHASES).
 The phases split the steps from `start` (the in-run upcycle step tau, 0 for a
 run that starts grown) to total_steps; before `start` nothing is scaled. The LR
 multiplier scales opt's schedule (seed 001's piecewise-constant LR is
@@ -24,8 +25,6 @@ import numpy as np
 
 from moe_jax.errors import ConfigError
 
-SEED001 = dict(fractions=(0.05, 0.70, 0.25), lr=(0.1, 1.0, 0.1), balance=(5.0, 1.0, 0.5),
-               z_loss=(2.0, 1.0, 0.5))
 MULTIPLIERS = ('lr', 'balance', 'z_loss')
 
 

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from configs import common
 from moe_jax.errors import ConfigError
 from moe_jax.train import optimizer, phases, trainer
 from tests.train import tiny
@@ -18,7 +19,7 @@ def _config(**p):
 
 
 def test_seed001_phases_split_the_steps_after_start():
-  p = phases.build(_config(**phases.SEED001))
+  p = phases.build(_config(**common.SEED001_PHASES))
   assert p.edges == (0, 5, 75)
   steps = [0, 4, 5, 74, 75, 99]
   np.testing.assert_allclose([p.lr_scale(s) for s in steps], [0.1, 0.1, 1, 1, 0.1, 0.1])
@@ -26,7 +27,7 @@ def test_seed001_phases_split_the_steps_after_start():
   np.testing.assert_allclose([w[0] for w in weights], np.array([5, 5, 1, 1, .5, .5]) * 0.01)
   np.testing.assert_allclose([w[1] for w in weights], np.array([2, 2, 1, 1, .5, .5]) * 1e-3)
   # After an in-run upcycle at step 20 the phases split steps 20..99; before it nothing scales.
-  late = phases.build(_config(**phases.SEED001), start=20)
+  late = phases.build(_config(**common.SEED001_PHASES), start=20)
   assert late.edges == (20, 24, 80)
   np.testing.assert_allclose([late.lr_scale(s) for s in (0, 19, 20, 24, 79, 80)],
                              [1, 1, 0.1, 1, 1, 0.1])
@@ -40,7 +41,7 @@ def test_no_phases_and_default_multipliers():
 
 
 def test_the_lr_schedule_is_scaled_by_the_phase():
-  config = _config(**phases.SEED001)
+  config = _config(**common.SEED001_PHASES)
   config.opt.update(schedule='constant', warmup_steps=0, lr=2e-3)
   p = phases.build(config)
   lr = optimizer.schedule(config.opt, 100, scale=p.lr_scale)
@@ -52,7 +53,8 @@ def test_the_lr_schedule_is_scaled_by_the_phase():
     (dict(fractions=(1.2, -0.2)), 'must be positive and sum to 1'),
     (dict(fractions=(0.5, 0.5), lr=(1.0,)), 'phases.lr=(1.0,) needs one value per phase (2'),
     (dict(fractions=(0.5, 0.5), z_loss=(1.0, -1.0)), 'phases.z_loss=(1.0, -1.0) must be >= 0'),
-    (dict(fractions=(0.5, 0.5), balance=(1.0, float('nan'))), 'phases.balance=(1.0, nan) must be finite'),
+    (dict(fractions=(0.5, 0.5), balance=(1.0, float('nan'))),
+     'phases.balance=(1.0, nan) must be finite'),
     (dict(lr=(0.1,)), 'phases.lr=(0.1,) needs phases.fractions'),
     (dict(fractions=('a',)), "phases.fractions=('a',) must be a tuple of numbers"),
     (dict(fractions=(0.999, 0.001)), 'leave a phase without steps'),
