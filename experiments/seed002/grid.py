@@ -16,7 +16,9 @@ A step is 1,024 tokens; collect turns steps into D1 / D2 tokens. The report
 collects the runs (`python -m moe_jax.scaling_laws collect`), fits seed 002's
 forms (eqs. 3, 8, 9, 12) with leave-one-out RMS and bootstrap intervals, puts
 the exponents beside Table 2's and gives D* (eq. 13) at our sizes.
-`:small`: one size, two budgets each, a few steps (CI).
+`:small`: one size, two budgets each, a few steps (CI). `:one_size`: the
+smallest size, a 3 x 3 grid of short budgets (what the shared 2-core machine
+could run in half an hour: enough runs for Table 1's forms, not for Table 2).
 """
 from experiments.seed002 import common
 
@@ -24,17 +26,19 @@ DENSE_D1 = (50, 150, 400)
 UP_D2 = (25, 50, 100, 200)
 MOE_D = (50, 100, 200, 400)
 SMALL = dict(sizes=(32,), dense=(5, 10), up=(5, 10), moe=(5, 10))
+ONE_SIZE = dict(sizes=(32,), dense=(20, 40, 80), up=(10, 20, 40), moe=(40, 80))
 
 
 def budgets(arg=None):
   """dict(sizes, dense, up, moe): the sizes and the step budgets of each kind."""
-  if common.parse(arg).small:
-    return SMALL
+  arg = common.parse(arg, one_size=False)
+  if arg.small or arg.one_size:
+    return SMALL if arg.small else ONE_SIZE
   return dict(sizes=common.SIZES, dense=DENSE_D1, up=UP_D2, moe=MOE_D)
 
 
 def get_config(arg=None):
-  return common.config(common.parse(arg).small)
+  return common.config(common.parse(arg, one_size=False).small)
 
 
 def get_hyper(h, arg=None):
