@@ -52,9 +52,10 @@ def test_captured_routing_matches_the_models_expert_counts():
   segment_ids[1, 10:] = 0
   batch = dict(inputs=rng.integers(3, 259, (2, 16)).astype(np.int32), segment_ids=segment_ids,
                positions=np.tile(np.arange(16, dtype=np.int32), (2, 1)))
-  idx = routing.experts_of(model, params, batch)
-  _, aux = model.apply({'params': params}, batch['inputs'], segment_ids=segment_ids,
-                       positions=batch['positions'])
+  idx = jax.jit(lambda p, b: routing.experts_of(model, p, b))(params, batch)
+  forward = lambda p, b: model.apply({'params': p}, b['inputs'], segment_ids=b['segment_ids'],
+                                    positions=b['positions'])
+  _, aux = jax.jit(forward)(params, batch)
   assert sorted(idx) == sorted(aux['moe']) == ['layers_0', 'layers_1']
   valid = segment_ids > 0
   for layer, idx_BLk in idx.items():
