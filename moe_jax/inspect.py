@@ -12,16 +12,12 @@ CKPT is a workdir (its newest checkpoint) or one step directory; --batches
 validation batches are analysed (default: the config's eval_batches). The
 plot goes to --plot, by default `plots/routing.png` in CKPT's workdir.
 """
-import json
-import os
-
 from absl import app, flags
 
 from moe_jax import cli
-from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
-from moe_jax.eval import restore, routing
-from moe_jax.workdir import checkpoint, files
+from moe_jax.eval import routing
+from moe_jax.workdir import checkpoint
 
 _CKPT = flags.DEFINE_string('ckpt', None, 'Workdir or checkpoint step directory.')
 _ROUTING = flags.DEFINE_bool('routing', False, 'Routing by token type.')
@@ -30,36 +26,11 @@ _PLOT = flags.DEFINE_string('plot', '', 'PNG path (default: <workdir>/plots/<mod
 flags.mark_flag_as_required('ckpt')
 
 
-def inspect_routing(ckpt, batches=None, plot_path=''):
-  """(markdown, plot path, result dict) of the routing analysis of CKPT."""
-  if batches is not None and batches < 1:
-    raise ConfigError(f'--batches={batches} must be positive')
-  loaded = restore.load(ckpt)
-  if not loaded.config.moe.num_experts:
-    raise ConfigError(f'--ckpt={ckpt}: the model at step {loaded.step} has no MoE layer')
-  config = loaded.config
-  config.eval_batches = batches or config.eval_batches
-  workdir = os.path.dirname(os.path.dirname(loaded.path))
-  result = routing.analyse(loaded.model, loaded.params,
-                           pipeline.eval_batches(config, loaded.tokenizer), loaded.tokenizer)
-  result['step'] = loaded.step
-  history = routing.load_over_training(workdir)
-  result['load_over_training'] = history
-  path = plot_path or os.path.join(workdir, 'plots', 'routing.png')
-  routing.heatmap(result, path, f'{os.path.basename(workdir)} @ step {loaded.step}')
-  files.write_json(os.path.splitext(path)[0] + '.json', result)
-  text = (f'routing of {loaded.path} over {result["tokens"]} validation tokens '
-          f'(share of each group\'s top-k assignments per expert, %)\n\n'
-          f'{routing.table(result)}\nexpert load over training (metrics.jsonl)\n\n'
-          f'{routing.load_table(history)}')
-  return text, path, result
-
-
 def run(ckpt, routing_mode, batches, plot_path):
   if not routing_mode:
     raise ConfigError('nothing to inspect: pass --routing')
   checkpoint.resolve(ckpt)   # a one-line error for a path that is no checkpoint
-  text, path, _ = inspect_routing(ckpt, batches, plot_path)
+  text, path, _ = routing.inspect_checkpoint(ckpt, batches, plot_path)
   return f'{text}\nplot: {path}'
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from experiments import report, runner, sweep
 from experiments.seed002 import report as seed002_report
-from moe_jax import cli, inspect
+from moe_jax import cli
 from moe_jax.errors import ConfigError
 from moe_jax.eval import routing
 from moe_jax.workdir import files
@@ -68,7 +68,7 @@ def routing_report(sweep_dir, runs, batches):
       summary.append([name, '-', '-', '-'])
       continue
     plot = os.path.join(sweep_dir, 'plots', f'routing_{name}.png')
-    text, path, result = inspect.inspect_routing(os.path.join(sweep_dir, name), batches, plot)
+    text, path, result = routing.inspect_checkpoint(os.path.join(sweep_dir, name), batches, plot)
     cv, dead, _ = _moe_health(runs[name])
     for layer, r in result['layers'].items():
       top = {g: max(r['share'][g]) for g in routing.GROUPS if r['share'][g] is not None}

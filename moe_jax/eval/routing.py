@@ -20,7 +20,11 @@ import re
 import jax
 import numpy as np
 
+from moe_jax.data import pipeline
+from moe_jax.errors import ConfigError
+from moe_jax.eval import restore
 from moe_jax.models import router as router_lib
+from moe_jax.workdir import files
 
 CHAR_CLASSES = ('whitespace', 'punctuation', 'digit', 'capital', 'lower')
 GROUPS = CHAR_CLASSES + ('frequent', 'rare', 'speaker')
@@ -196,3 +200,31 @@ def load_table(history, points=5):
       step, cv, dead = rows[i]
       lines.append(f'| {layer} | {step} | {cv:.3f} | {"-" if dead is None else int(dead)} |')
   return '\n'.join(lines)
+
+
+def inspect_checkpoint(ckpt, batches=None, plot_path=''):
+  """(markdown, plot path, result dict) of CKPT (`inspect --routing`): routing
+  of `batches` validation batches (default: eval_batches), the load over
+  training; writes the heatmap to `plot_path` (default WORKDIR/plots/routing.png)
+  and the result beside it as .json."""
+  if batches is not None and batches < 1:
+    raise ConfigError(f'--batches={batches} must be positive')
+  loaded = restore.load(ckpt)
+  if not loaded.config.moe.num_experts:
+    raise ConfigError(f'--ckpt={ckpt}: the model at step {loaded.step} has no MoE layer')
+  config = loaded.config
+  config.eval_batches = batches or config.eval_batches
+  workdir = os.path.dirname(os.path.dirname(loaded.path))
+  result = analyse(loaded.model, loaded.params, pipeline.eval_batches(config, loaded.tokenizer),
+                   loaded.tokenizer)
+  result['step'] = loaded.step
+  history = load_over_training(workdir)
+  result['load_over_training'] = history
+  path = plot_path or os.path.join(workdir, 'plots', 'routing.png')
+  heatmap(result, path, f'{os.path.basename(workdir)} @ step {loaded.step}')
+  files.write_json(os.path.splitext(path)[0] + '.json', result)
+  text = (f'routing of {loaded.path} over {result["tokens"]} validation tokens '
+          f'(share of each group\'s top-k assignments per expert, %)\n\n'
+          f'{table(result)}\nexpert load over training (metrics.jsonl)\n\n'
+          f'{load_table(history)}')
+  return text, path, result
