@@ -6,7 +6,8 @@ a character class from the token's text (whitespace, punctuation, digit,
 capital, lower), its frequency in the analysed tokens (`frequent`: the most
 common ids that together make half the tokens; `rare`: ids seen at most
 RARE_COUNT times), and `speaker` for the tokens of a speaker-name line of the
-plays ("First Citizen:" alone on its line). Per MoE layer the result is a
+plays ("**ROMEO**" in the bundled markdown plays, or "First Citizen:", alone on
+its line). Per MoE layer the result is a
 [group, expert] table of shares, and the mutual information between the
 character class and the expert (0: the router ignores the class).
 
@@ -29,7 +30,8 @@ from moe_jax.workdir import files
 CHAR_CLASSES = ('whitespace', 'punctuation', 'digit', 'capital', 'lower')
 GROUPS = CHAR_CLASSES + ('frequent', 'rare', 'speaker')
 RARE_COUNT = 2
-_SPEAKER = re.compile(r'^[A-Z][A-Za-z\' ]*[A-Za-z]:$', re.M)
+# A speaker line: '**ROMEO**' (the bundled plays, markdown) or 'ROMEO:' (tiny-shakespeare).
+_SPEAKER = re.compile(r'^(?:\*\*[A-Z][^*\n]*\*\*|[A-Z][A-Za-z\' ]*[A-Za-z]:)$', re.M)
 
 
 def char_class(text):

@@ -35,6 +35,10 @@ def test_groups_of_a_known_text():
   # The most common ids make (at least) half the valid tokens.
   assert g['frequent'][0].sum() >= valid.sum() / 2
   assert (g['rare'][0] == valid[0]).all()   # 16 valid tokens, none seen 3 times
+  # The bundled plays' markdown speaker lines.
+  text = '**ROMEO**\nAh **me**\n'
+  g = routing.token_groups(tok.encode(text)[None], np.ones((1, len(text)), bool), tok)
+  assert ''.join(np.array(list(text))[g['speaker'][0]]) == '**ROMEO**'
 
 
 def test_mutual_information():
