@@ -77,7 +77,7 @@ def routing_report(sweep_dir, runs, batches):
     details.append((f'{name}: routing by token type and load over training', text))
     pngs.append(path)
   return [('Routing: I(char class; expert) and each group\'s most used expert (share of its '
-           'top-k assignments; 25% = uniform over 8 experts, top-2)',
+           'top-k assignments; 12.5% = uniform over 8 experts)',
            report.markdown(['run', 'layer', 'MI (bits)', 'top expert share by group'],
                            summary))] + details, pngs
 
