@@ -162,7 +162,8 @@ def heatmap(result, path, title=''):
                      else np.full_like(overall, np.nan) for g in GROUPS])
     im = ax.imshow(lift, cmap='RdBu_r', vmin=0, vmax=2, aspect='auto')
     ax.set(xticks=range(result['num_experts']), yticks=range(len(GROUPS)),
-           yticklabels=GROUPS, xlabel='expert', title=f'{layer} (MI {r["mi_bits"]:.2f} bits)')
+           yticklabels=GROUPS if ax is axes[0][0] else [], xlabel='expert',
+           title=f'{layer} (MI {r["mi_bits"]:.2f} bits)')
     ax.title.set_fontsize(8)
   fig.colorbar(im, ax=axes[0].tolist(), label='share / overall share')
   if title:
