@@ -9,7 +9,6 @@ routing study also writes DIR/plots/routing_<run>.{png,json} (`inspect
 --routing` of each MoE's final checkpoint). A run not finished shows as '-'.
 """
 import os
-import time
 
 from absl import flags
 import numpy as np
@@ -19,7 +18,6 @@ from experiments.seed002 import report as seed002_report
 from moe_jax import cli
 from moe_jax.errors import ConfigError
 from moe_jax.eval import routing
-from moe_jax.workdir import files
 
 STUDIES = ('schedule', 'routing')
 ROUTED = ('up_single', 'scratch')
@@ -91,12 +89,7 @@ def write(study, sweep_dir, batches=None):
   os.makedirs(os.path.join(sweep_dir, 'plots'), exist_ok=True)
   sections, pngs = (schedule_report if study == 'schedule' else routing_report)(
       sweep_dir, runs, batches)
-  text = (f'# seed 001, {study}: {os.path.basename(sweep_dir.rstrip("/"))}, '
-          f'{time.strftime("%Y-%m-%d %H:%M")}\n\n' +
-          ''.join(f'## {title}\n\n{body}\n\n' for title, body in sections) +
-          '\n'.join(f'![{os.path.basename(p)}](plots/{os.path.basename(p)})' for p in pngs) + '\n')
-  files.write_text(os.path.join(sweep_dir, f'seed001_{study}.md'), text)
-  return text
+  return seed002_report.save(sweep_dir, f'seed001_{study}', f'seed 001, {study}', sections, pngs)
 
 
 def main(argv):

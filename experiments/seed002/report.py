@@ -253,11 +253,17 @@ def write(study, sweep_dir, arg=''):
     raise ConfigError(f'--study={study!r} is not one of {STUDIES}')
   sweep.read(sweep_dir)   # a launched sweep, or a one-line error
   sections, pngs = (grid_report if study == 'grid' else ablations_report)(sweep_dir, arg)
-  text = (f'# seed 002, {study}: {os.path.basename(sweep_dir.rstrip("/"))}, '
+  return save(sweep_dir, f'seed002_{study}', f'seed 002, {study}', sections, pngs)
+
+
+def save(sweep_dir, name, title, sections, pngs):
+  """Writes DIR/<name>.md: a dated title, the (title, markdown) sections and
+  the plots (in DIR/plots); returns the markdown."""
+  text = (f'# {title}: {os.path.basename(sweep_dir.rstrip("/"))}, '
           f'{time.strftime("%Y-%m-%d %H:%M")}\n\n' +
-          ''.join(f'## {title}\n\n{body}\n\n' for title, body in sections) +
+          ''.join(f'## {head}\n\n{body}\n\n' for head, body in sections) +
           '\n'.join(f'![{os.path.basename(p)}](plots/{os.path.basename(p)})' for p in pngs) + '\n')
-  files.write_text(os.path.join(sweep_dir, f'seed002_{study}.md'), text)
+  files.write_text(os.path.join(sweep_dir, f'{name}.md'), text)
   return text
 
 
