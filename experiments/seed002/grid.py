@@ -29,16 +29,20 @@ SMALL = dict(sizes=(32,), dense=(5, 10), up=(5, 10), moe=(5, 10))
 ONE_SIZE = dict(sizes=(32,), dense=(20, 40, 80), up=(10, 20, 40), moe=(40, 80))
 
 
+def parse(arg=None):
+  return common.parse(arg, one_size=False)
+
+
 def budgets(arg=None):
   """dict(sizes, dense, up, moe): the sizes and the step budgets of each kind."""
-  arg = common.parse(arg, one_size=False)
+  arg = parse(arg)
   if arg.small or arg.one_size:
     return SMALL if arg.small else ONE_SIZE
   return dict(sizes=common.SIZES, dense=DENSE_D1, up=UP_D2, moe=MOE_D)
 
 
 def get_config(arg=None):
-  return common.config(common.parse(arg, one_size=False).small)
+  return common.config(parse(arg).small)
 
 
 def get_hyper(h, arg=None):

@@ -172,7 +172,7 @@ def _baseline_plot(cols, laws, path):
 def grid_report(sweep_dir, arg):
   cols = runs_table(sweep_dir)
   by_size = fits.dataset_forms(cols)
-  laws = fits.joint_laws(cols, n_boot=20 if grid.common.parse(arg).small else N_BOOT)
+  laws = fits.joint_laws(cols, n_boot=20 if grid.parse(arg).small else N_BOOT)
   n1s = np.unique(fits.rows(cols, 'upcycled')['N1'])
   crossings = fits.dstar_at(laws, n1s)
   files.write_json(os.path.join(sweep_dir, 'fits.json'), dict(
