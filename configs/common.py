@@ -57,6 +57,7 @@ def model():
       norm_eps=1e-6,
       qk_norm=False,         # RMSNorm over each head's q and k before RoPE (Qwen3)
       qkv_bias=False,        # biases on the q, k, v projections (Qwen2)
+      norm_position='pre',   # pre: x + F(norm(x)) | post: norm(x + F(x)) (seed 003 App. C)
       tie_embeddings=False,
       dtype='float32',       # compute dtype; params stay float32
       init_std=0.02,

@@ -17,6 +17,7 @@ BALANCE_SCOPES = ('global', 'sequence')
 DISPATCHES = ('auto', 'reference', 'einsum', 'ragged', 'grouped', 'pallas')
 DTYPES = ('float32', 'bfloat16', 'float16')
 ROPE_SCALINGS = ('none', 'llama3')
+NORM_POSITIONS = ('pre', 'post')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +67,7 @@ class ModelConfig:
   norm_eps: float = 1e-6
   qk_norm: bool = False
   qkv_bias: bool = False
+  norm_position: str = 'pre'
   tie_embeddings: bool = False
   dtype: str = 'float32'
   init_std: float = 0.02
@@ -122,8 +124,8 @@ class ModelConfig:
                         f'model.num_kv_heads={self.num_kv_heads}')
     if self.head_dim % 2:
       raise ConfigError(f'model.head_dim={self.head_dim} must be even (RoPE rotates pairs)')
-    if self.dtype not in DTYPES:
-      raise ConfigError(f'model.dtype={self.dtype!r} is not one of {DTYPES}')
+    _check_choice('model.dtype', self.dtype, DTYPES)
+    _check_choice('model.norm_position', self.norm_position, NORM_POSITIONS)
     if self.init_std <= 0 or self.norm_eps <= 0 or self.rope_theta <= 0:
       raise ConfigError('model.init_std, model.norm_eps and model.rope_theta must be positive')
     _check_choice('model.rope_scaling', self.rope_scaling, ROPE_SCALINGS)

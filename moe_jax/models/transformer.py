@@ -3,8 +3,11 @@
     logits_BLV, aux = Transformer(cfg).apply({'params': p}, tokens_BL,
                                              segment_ids=seg_BL, positions=pos_BL)
 
-Pre-norm blocks (RMSNorm -> GQA+RoPE -> residual, RMSNorm -> SwiGLU or MoE ->
-residual), a final norm, and a tied or separate LM head. Which layers are MoE
+Blocks of GQA+RoPE and SwiGLU or MoE sublayers, each with an RMSNorm: pre-norm
+by default (x + F(norm(x)), Llama), or post-norm with `norm_position='post'`
+(norm(x + F(x)), the original Transformer and BERT; seed 003 App. C eqs. 5-6).
+Then a final norm (kept post-norm too, where it only rescales, so both
+positions have one params tree) and a tied or separate LM head. Which layers are MoE
 is `cfg.is_moe_layer(i)`: all dense, all MoE, every n-th, or after the first
 k dense (the stacks of seed 000 Tables 6 and 7). `aux` holds the summed
 auxiliary loss and each MoE layer's router statistics (docs/internals.md).
@@ -29,15 +32,19 @@ class Block(nn.Module):
   def __call__(self, x_BLD, tokens_BL, segment_ids_BL, positions_BL, train, decode):
     cfg = self.cfg
     dtype = layers.compute_dtype(cfg)
-    h_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='attn_norm')(x_BLD)
-    x_BLD = x_BLD + attention.Attention(cfg, name='attn')(h_BLD, segment_ids_BL, positions_BL,
-                                                          decode)
+    pre = cfg.norm_position == 'pre'
+    attn_norm = layers.RMSNorm(cfg.norm_eps, dtype, name='attn_norm')
+    y_BLD = attention.Attention(cfg, name='attn')(attn_norm(x_BLD) if pre else x_BLD,
+                                                  segment_ids_BL, positions_BL, decode)
+    x_BLD = x_BLD + y_BLD if pre else attn_norm(x_BLD + y_BLD)
     x_BLD = nn.with_logical_constraint(x_BLD, _ACT)
-    h_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='mlp_norm')(x_BLD)
-    if not self.is_moe:
-      return x_BLD + mlp.MLP(cfg.d_ff, cfg.init_std, dtype, name='mlp')(h_BLD), None
-    y_BLD, stats = moe_lib.MoE(cfg, name='moe')(h_BLD, tokens_BL, segment_ids_BL != 0, train)
-    return x_BLD + y_BLD, stats
+    mlp_norm = layers.RMSNorm(cfg.norm_eps, dtype, name='mlp_norm')
+    h_BLD = mlp_norm(x_BLD) if pre else x_BLD
+    if self.is_moe:
+      y_BLD, stats = moe_lib.MoE(cfg, name='moe')(h_BLD, tokens_BL, segment_ids_BL != 0, train)
+    else:
+      y_BLD, stats = mlp.MLP(cfg.d_ff, cfg.init_std, dtype, name='mlp')(h_BLD), None
+    return (x_BLD + y_BLD if pre else mlp_norm(x_BLD + y_BLD)), stats
 
 
 class Transformer(nn.Module):

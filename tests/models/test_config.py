@@ -47,6 +47,7 @@ def test_layer_pattern(moe, layers, want):
     (dict(head_dim=7), {}, 'model.head_dim=7'),
     (dict(d_model=0), {}, 'model.d_model=0'),
     (dict(dtype='float64'), {}, 'model.dtype'),
+    (dict(norm_position='sandwich'), {}, "model.norm_position='sandwich'"),
     ({}, dict(num_experts=4, top_k=5), 'moe.top_k=5'),
     ({}, dict(num_experts=4, top_k=0), 'moe.top_k=0'),
     ({}, dict(num_experts=-1), 'moe.num_experts=-1'),

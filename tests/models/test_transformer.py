@@ -1,9 +1,11 @@
-"""The decoder: parameter paths, dense -> MoE invariance, packed-document masking."""
+"""The decoder: parameter paths, pre- and post-norm blocks, dense -> MoE invariance,
+packed-document masking."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from moe_jax.models import attention, layers, mlp
 from moe_jax.models import config as model_config
 from moe_jax.models import transformer
 from tests.models import fixtures
@@ -54,6 +56,42 @@ def test_tied_embeddings_and_hash_router_have_no_extra_params():
   assert 'lm_head' not in paths
   assert not any('router' in p for p in paths)
   assert 'layers_0/moe/experts/wo' in paths
+
+
+def _by_hand(cfg, params, tokens_BL):
+  """The decoder written out with the sublayers' own modules: pre-norm
+  x + F(norm(x)) or post-norm norm(x + F(x)) (seed 003 App. C eqs. 5 and 6)."""
+  norm = lambda p, x: layers.RMSNorm(cfg.norm_eps).apply({'params': p}, x)
+  x = params['embed']['embedding'][tokens_BL]
+  seg = jnp.ones(tokens_BL.shape, jnp.int32)
+  pos = jnp.broadcast_to(jnp.arange(tokens_BL.shape[1]), tokens_BL.shape)
+  for i in range(cfg.num_layers):
+    p = params[f'layers_{i}']
+    attn = lambda h: attention.Attention(cfg).apply({'params': p['attn']}, h, seg, pos)
+    ffn = lambda h: mlp.MLP(cfg.d_ff, cfg.init_std).apply({'params': p['mlp']}, h)
+    for fn, name in ((attn, 'attn_norm'), (ffn, 'mlp_norm')):
+      if cfg.norm_position == 'pre':
+        x = x + fn(norm(p[name], x))
+      else:
+        x = norm(p[name], x + fn(x))
+  return norm(params['final_norm'], x) @ params['lm_head']
+
+
+@pytest.mark.parametrize('position', ['pre', 'post'])
+def test_norm_position_computes_its_equation(position):
+  cfg = fixtures.tiny_model_config(num_experts=0)
+  cfg = cfg.__class__(**{**cfg.__dict__, 'norm_position': position})
+  tokens = fixtures.tokens(2, 7)
+  # Norm scales other than ones, one per norm: a norm in the wrong place shows.
+  rng = np.random.default_rng(1)
+  params = jax.tree_util.tree_map_with_path(
+      lambda path, w: w + 0.5 * rng.normal(size=w.shape).astype(np.float32)
+      if 'scale' in jax.tree_util.keystr(path) else w, fixtures.random_params(cfg))
+  got, _ = _apply(cfg, params, tokens)
+  np.testing.assert_allclose(got, _by_hand(cfg, params, tokens), atol=2e-5, rtol=2e-5)
+  other = cfg.__class__(**{**cfg.__dict__, 'norm_position': {'pre': 'post', 'post': 'pre'}[position]})
+  assert jax.tree.structure(params) == jax.tree.structure(fixtures.random_params(other))
+  assert np.abs(got - _apply(other, params, tokens)[0]).max() > 1e-2
 
 
 def _moe_from_dense(dense_params, moe_params):
