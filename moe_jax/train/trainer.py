@@ -21,6 +21,7 @@ import tqdm
 
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, CorruptCheckpointError, NonFiniteLossError
+from moe_jax.eval import norms
 from moe_jax.models import accounting
 from moe_jax.models import dispatch as dispatch_lib
 from moe_jax.models import config as model_config
@@ -222,6 +223,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   writer = metrics.Writer(workdir, resume_step=start)
   peak = metrics.peak_flops(jax.devices()[0])
   interrupts = _Interrupts()
+  layer_norms = jax.jit(norms.layer_norms)   # logged at eval steps (seed 003 Fig. 2)
   pending, last, finished = [], {}, False
   t0, t0_step = time.perf_counter(), start
 
@@ -277,6 +279,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
           last['mfu'] = tokens_per_s * flops / (peak * jax.device_count())
         if eval_now:
           last.update(program_lib.evaluate(program, state.params, val_batches))
+          last.update(norms.flat(jax.device_get(layer_norms(state.params))))
         writer.write(done, last)
         bar.set_postfix(loss=f'{last["loss"]:.3f}', **(
             {'val': f'{last["val_loss"]:.3f}'} if 'val_loss' in last else {}))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from moe_jax.errors import ConfigError
-from moe_jax.eval import validation
+from moe_jax.eval import norms, restore, validation
 from moe_jax.train import trainer
 from moe_jax.workdir import checkpoint
 from tests.train import tiny
@@ -50,6 +50,9 @@ def test_expand_experts_in_run_and_resume_across_tau(tmp_path, stop):
   result = validation.evaluate_checkpoint(straight)
   assert result['step'] == 6 and result['val_loss'] == pytest.approx(rows[-1]['val_loss'],
                                                                      rel=1e-5)
+  # Eval steps log the layer-wise norms of the params they evaluated.
+  want = norms.flat(norms.layer_norms(restore.load(straight).params))
+  assert want and {k: rows[-1][k] for k in want} == pytest.approx(want, rel=1e-6)
 
   resumed = str(tmp_path / 'resumed')
   trainer.train_and_evaluate(_expand(), resumed, stop_at=stop)
