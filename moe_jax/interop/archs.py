@@ -138,6 +138,7 @@ def pick(config, name='auto'):
       (not arch.moe and m.num_experts, f'MoE layers (moe.num_experts={m.num_experts})'),
       (cfg.qk_norm != arch.qk_norm, f'model.qk_norm={cfg.qk_norm}'),
       (cfg.qkv_bias != arch.qkv_bias, f'model.qkv_bias={cfg.qkv_bias}'),
+      (cfg.norm_position != 'pre', f'model.norm_position={cfg.norm_position!r}'),
   ]
   if m.num_experts:
     mixtral_gates = m.order == 'topk_then_softmax' or m.renormalize

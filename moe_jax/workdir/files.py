@@ -94,11 +94,12 @@ def write_config(workdir, config):
 
 
 # A workdir is refused when its saved config differs in a key that changes
-# parameter shapes, or the data stream a resumed run must continue exactly.
+# parameter shapes (or, as norm_position, what the same params compute), or
+# the data stream a resumed run must continue exactly.
 SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.num_heads',
               'model.num_kv_heads', 'model.head_dim', 'model.d_ff', 'model.tie_embeddings',
-              'model.qk_norm', 'model.qkv_bias', 'moe.num_experts', 'moe.d_ff',
-              'moe.num_shared_experts', 'moe.every', 'moe.first_dense', 'moe.router',
+              'model.qk_norm', 'model.qkv_bias', 'model.norm_position', 'moe.num_experts',
+              'moe.d_ff', 'moe.num_shared_experts', 'moe.every', 'moe.first_dense', 'moe.router',
               'moe.use_bias', 'upcycle.step', 'upcycle.recipe', 'upcycle.factor')
 _MODEL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(model_config.ModelConfig)
                    if f.default is not dataclasses.MISSING}

@@ -137,6 +137,7 @@ def _config(**groups):
     ('auto', dict(moe=dict(num_experts=4, score='sigmoid')), "moe.score='sigmoid'"),
     ('auto', dict(moe=dict(num_experts=4, use_bias=True)), 'moe.use_bias'),
     ('auto', dict(moe=dict(num_experts=4, router='hash')), "moe.router='hash'"),
+    ('auto', dict(model=dict(norm_position='post')), "model.norm_position='post'"),
     ('gpt2', {}, "--arch='gpt2' is not one of auto, llama"),
 ])
 def test_export_refuses_what_the_arch_cannot_hold(arch, groups, match):

@@ -84,3 +84,20 @@ def test_dataclasses_mirror_common_groups():
   assert fields(model_config.ModelConfig) - {'moe'} == set(common.model().keys())
   assert fields(model_config.MoEConfig) == set(common.moe().keys())
   assert hash(_build(num_experts=2))   # frozen: usable as a Linen module attribute
+
+
+def test_norm_position_is_part_of_a_workdirs_model(tmp_path):
+  """The same params compute another function post-norm: resuming a workdir
+  under the other position is refused; a config.json from before the key
+  existed reads as pre-norm."""
+  from moe_jax.workdir import files  # pylint: disable=g-import-not-at-top
+  config = fixtures.tiny_config()
+  files.write_config(str(tmp_path), config)
+  post = fixtures.tiny_config()
+  post.model.norm_position = 'post'
+  with pytest.raises(ConfigError, match="model.norm_position: workdir 'pre' vs requested 'post'"):
+    files.check_compatible(post, str(tmp_path))
+  saved = files.read_json(str(tmp_path / files.CONFIG))
+  del saved['model']['norm_position']
+  files.write_json(str(tmp_path / files.CONFIG), saved)
+  files.check_compatible(config, str(tmp_path))
