@@ -11,14 +11,14 @@ import numpy as np
 _LOAD = re.compile(r'moe/layers_(\d+)/load')
 
 
-def _pyplot():
+def pyplot():
   import matplotlib   # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from matplotlib import pyplot   # pylint: disable=g-import-not-at-top
   return pyplot
 
 
-def _save(fig, path):
+def save(fig, path):
   tmp = f'{path}.tmp-{os.getpid()}.png'
   fig.savefig(tmp, dpi=110)
   os.replace(tmp, path)
@@ -28,7 +28,7 @@ def loss_curves(runs, metric, path):
   """Training loss (thin) and `metric` (markers) of every run on one axis. A run
   grown from another run's checkpoint starts at that checkpoint's step (a
   dashed line there); an in-run transition at tau is a dotted line."""
-  plt = _pyplot()
+  plt = pyplot()
   fig, ax = plt.subplots(figsize=(8, 5))
   for i, r in enumerate(runs):
     if not r['metrics']:   # not started yet
@@ -50,7 +50,7 @@ def loss_curves(runs, metric, path):
   if runs:
     ax.legend(fontsize=7)
   fig.tight_layout()
-  _save(fig, path)
+  save(fig, path)
   plt.close(fig)
   return path
 
@@ -62,7 +62,7 @@ def has_load(run):
 def expert_load(run, path):
   """Per MoE layer, the load fraction of each expert over the logged steps; a
   uniform router gives every expert 1/E. Experts added in-run start blank."""
-  plt = _pyplot()
+  plt = pyplot()
   layers = sorted({int(m.group(1)) for row in run['metrics'] for k in row
                    for m in [_LOAD.fullmatch(k)] if m})
   fig, axes = plt.subplots(len(layers), 1, figsize=(8, 1.2 + 1.6 * len(layers)), squeeze=False)
@@ -81,6 +81,6 @@ def expert_load(run, path):
     fig.colorbar(image, ax=ax)
   axes[-1, 0].set_xlabel('step')
   fig.tight_layout()
-  _save(fig, path)
+  save(fig, path)
   plt.close(fig)
   return path

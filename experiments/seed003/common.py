@@ -74,7 +74,10 @@ def plan(arg):
 
 def get_config(arg=None):
   """The base model's training run (the sweeps override it per run)."""
-  p = plan(arg)
+  return config_for(plan(arg))
+
+
+def config_for(p):
   config = common.base()
   config.model.update(d_model=p.d_model, num_layers=p.layers, num_heads=4, num_kv_heads=2,
                       head_dim=p.d_model // 4, d_ff=4 * p.d_model, init_std=0.02)

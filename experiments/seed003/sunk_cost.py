@@ -24,7 +24,7 @@ get_config = common.get_config
 def total_budget_steps(p, step):
   """Steps a model grown at base step `step` may train so that base FLOPs to
   `step` plus its own equal scratch's FLOPs (both at one tokens per step)."""
-  config = get_config()
+  config = common.config_for(p)
   small = common.flops_per_token(config)
   config.model.num_layers = 2 * p.layers
   grown = common.flops_per_token(config)

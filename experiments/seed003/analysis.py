@@ -1,0 +1,175 @@
+"""Seed 003's numbers from a sweep's runs (`experiments.report.load_runs`):
+FLOPs, curves on a FLOPs axis, losses around growth, the four studies' rows,
+and how far copied experts drifted from their originals.
+
+  runs = analysis.load(DIR)            # {name: run}, each with its run.json
+  analysis.depth_rows(runs)            # Fig. 3: stack vs interposition
+  analysis.width_rows(runs)            # Fig. 4: width-growth noise alpha
+  analysis.retention_rows(runs)        # Fig. 5 / App. C: loss right after growth
+  analysis.sunk_rows(runs, 'additional'), analysis.sunk_rows(runs, 'total')
+  analysis.correlation(rows)           # Tables 1-2: sunk FLOPs vs final loss
+
+FLOPs are our accounting's: training FLOPs = 3 x forward FLOPs per token
+(run.json `flops_per_token`, moe_jax/models/accounting.py) x tokens. A grown
+run's sunk FLOPs are its source's (run.json `source`: the base's model and
+the tokens it trained to the step it was grown from). Runs a study needs but
+the sweep lacks (or that have not logged yet) are left out of its rows.
+"""
+import os
+import re
+
+import numpy as np
+from scipy import stats
+
+from experiments import report
+from experiments.seed003 import common
+from moe_jax.workdir import files
+
+_GROWN = re.compile(r'(post_)?(interpose|stack|width_a[0-9.e-]+|total_interpose)@(\d+)')
+
+
+def load(sweep_dir):
+  """{name: run dict of report.load_runs, plus `info` (run.json or None)}."""
+  runs = {}
+  for run in report.load_runs(sweep_dir):
+    path = os.path.join(sweep_dir, run['name'], files.RUN)
+    run['info'] = files.read_json(path) if os.path.exists(path) else None
+    run['dir'] = os.path.join(sweep_dir, run['name'])
+    runs[run['name']] = run
+  return runs
+
+
+def _per_token(model):
+  return 3 * model['flops_per_token']
+
+
+def sunk_flops(run):
+  """Training FLOPs of the checkpoint the run grew from (0: from scratch)."""
+  source = (run['info'] or {}).get('source')
+  if not source or 'model' not in source:
+    return 0.0
+  return float(_per_token(source['model']) * source['tokens'])
+
+
+def step_flops(run):
+  """Training FLOPs of one of the run's own steps."""
+  info = run['info']
+  return float(_per_token(info['model']) * info['tokens_per_step'])
+
+
+def curve(run, metric='val_loss'):
+  """[(total FLOPs: sunk + own, metric)] at the run's logged steps."""
+  if not run['info']:
+    return []
+  sunk, per_step = sunk_flops(run), step_flops(run)
+  return [(sunk + row['step'] * per_step, row[metric]) for row in run['metrics'] if metric in row]
+
+
+def final(run, metric='val_loss'):
+  """The metric at the run's last step, once the run is done; else None."""
+  values = [row[metric] for row in run['metrics'] if metric in row]
+  return values[-1] if values and run['state'] == 'done' else None
+
+
+def jump(run):
+  """(loss before, loss right after growth) on the same validation batches, or Nones."""
+  up = run['upcycle']
+  return (up['loss_before'], up['loss_after']) if up else (None, None)
+
+
+def grown(runs, kind):
+  """{step: run} of the runs named `<kind>@<step>`."""
+  out = {}
+  for name, run in runs.items():
+    m = _GROWN.fullmatch(name)
+    if m and (m.group(1) or '') + m.group(2) == kind:
+      out[int(m.group(3))] = run
+  return dict(sorted(out.items()))
+
+
+def _row(run, **extra):
+  before, after = jump(run)
+  return dict(extra, run=run['name'], sunk=sunk_flops(run) if run['info'] else None,
+              before=before, after=after, final=final(run),
+              total=curve(run)[-1][0] if curve(run) else None)
+
+
+def depth_rows(runs):
+  """Fig. 3: interposition and stacking from each step both were grown at."""
+  inter, stack = grown(runs, 'interpose'), grown(runs, 'stack')
+  steps = sorted(set(inter) & set(stack), reverse=True)
+  return [_row(r, step=s, method=m) for s in steps for m, r in (('interpose', inter[s]),
+                                                                ('stack', stack[s]))]
+
+
+def width_rows(runs):
+  """Fig. 4: one row per alpha of the width runs grown from one step."""
+  rows = []
+  for name, run in runs.items():
+    m = _GROWN.fullmatch(name)
+    if m and not m.group(1) and m.group(2).startswith('width_a'):
+      alpha = float(m.group(2)[len('width_a'):])
+      rows.append(_row(run, alpha=alpha, step=int(m.group(3)),
+                       drift=expert_drift(run) if run['state'] == 'done' else None))
+  return sorted(rows, key=lambda r: r['alpha'])
+
+
+def retention_rows(runs):
+  """Fig. 5 / App. C: per norm position and growth of the converged checkpoint
+  (the base's last step), the loss right after growth."""
+  last = (runs.get(common.BASE) or {}).get('total_steps')
+  rows = []
+  for position, prefix in (('pre', ''), ('post', 'post_')):
+    for method in ('interpose', 'stack', f'width_a{common.RETENTION_ALPHA:g}'):
+      run = grown(runs, prefix + method).get(last)
+      if run:
+        rows.append(_row(run, norm=position, growth=method, step=last,
+                         dlogits=(run['upcycle'] or {}).get('max_abs_dlogits')))
+  return rows
+
+
+def sunk_rows(runs, budget):
+  """Figs. 7-8: scratch (zero sunk cost) and the interposed runs of the
+  `additional` or `total` budget, by sunk FLOPs."""
+  kind = 'interpose' if budget == 'additional' else 'total_interpose'
+  rows = [_row(runs[common.SCRATCH], step=0)] if common.SCRATCH in runs else []
+  return rows + [_row(r, step=s) for s, r in grown(runs, kind).items()]
+
+
+def correlation(rows):
+  """Pearson r and Spearman rho of (sunk FLOPs, final loss) over the finished
+  rows; None with fewer than three."""
+  xy = [(r['sunk'], r['final']) for r in rows if r['final'] is not None and r['sunk'] is not None]
+  if len(xy) < 3:
+    return None
+  x, y = np.asarray(xy).T
+  return dict(n=len(xy), pearson=float(stats.pearsonr(x, y)[0]),
+              spearman=float(stats.spearmanr(x, y)[0]))
+
+
+def expert_drift(run):
+  """How far width growth's new experts moved from the experts they copy, at the
+  run's last checkpoint: mean over MoE layers, experts and wi_0/wi_1/wo of
+  ||w_new - w_orig|| / ||w_orig|| (layout 'append': expert E + e copies e).
+  Exact copies with identical router columns get identical gradients, so at
+  alpha=0 this stays 0: the copies never specialise."""
+  from moe_jax.eval import restore   # pylint: disable=g-import-not-at-top
+  params = restore.load(run['dir']).params
+  ratios = []
+  for name, layer in params.items():
+    experts = layer.get('moe', {}).get('experts') if name.startswith('layers_') else None
+    for w in (experts or {}).values():
+      w = np.asarray(w)
+      half = w.shape[0] // 2
+      diff = np.linalg.norm((w[half:] - w[:half]).reshape(half, -1), axis=1)
+      ratios += list(diff / np.linalg.norm(w[:half].reshape(half, -1), axis=1))
+  return float(np.mean(ratios)) if ratios else None
+
+
+def norm_profile(run):
+  """{layer index: mean weight norm} at the run's last eval (norms/layers_i/weights)."""
+  rows = [row for row in run['metrics'] if 'val_loss' in row]
+  if not rows:
+    return {}
+  keys = (re.fullmatch(r'norms/layers_(\d+)/weights', k) for k in rows[-1])
+  return dict(sorted((int(m.group(1)), rows[-1][m.group(0)]) for m in keys if m))

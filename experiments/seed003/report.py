@@ -1,0 +1,182 @@
+r"""Seed 003's tables and plots from a sweep of experiments/seed003/*.py.
+
+  python -m experiments.seed003.report --workdir=DIR
+
+writes DIR/seed003.md (and prints it) with one section per study whose runs
+DIR holds, and DIR/plots/seed003_<study>.png. Losses are validation losses
+(nats/token); FLOPs are training FLOPs (analysis.py). Works on unfinished
+sweeps: a run not done yet has no final loss.
+"""
+import os
+import time
+
+from absl import app, flags
+
+from experiments import plots, report
+from experiments.seed003 import analysis, common
+from moe_jax import cli
+from moe_jax.workdir import files
+
+REPORT_FILE = 'seed003.md'
+
+
+def _f(value, fmt='.4f'):
+  return '' if value is None else format(value, fmt)
+
+
+def _d(before, after):
+  return '' if None in (before, after) else f'{after - before:+.4f}'
+
+
+def _table(header, rows):
+  return report.markdown(header, rows) if rows else '(no runs yet)'
+
+
+def _curves(ax, runs, title, base=None):
+  if base is not None and base['info']:
+    ax.plot(*zip(*analysis.curve(base)), 'k-', lw=1, label=base['name'])
+  for r in runs:
+    points = analysis.curve(r)
+    if points:
+      ax.plot(*zip(*points), 'o-', ms=2, lw=1, label=r['name'])
+  ax.set(xlabel='training FLOPs (sunk + additional)', ylabel='val loss', title=title)
+  ax.legend(fontsize=7)
+
+
+def _profiles(ax, profiles):
+  for name, profile in profiles.items():
+    if profile:
+      ax.plot(list(profile), list(profile.values()), 'o-', ms=3, label=name)
+  ax.set(xlabel='layer', ylabel='mean weight-matrix norm', title='layer-wise norms, last eval')
+  ax.legend(fontsize=7)
+
+
+def _figure(path, panels, width=5.0):
+  plt = plots.pyplot()
+  fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 4), squeeze=False)
+  for ax, draw in zip(axes[0], panels):
+    draw(ax)
+  fig.tight_layout()
+  plots.save(fig, path)
+  plt.close(fig)
+  return os.path.basename(path)
+
+
+def depth(runs, plot_dir):
+  rows = analysis.depth_rows(runs)
+  last = (runs.get(common.BASE) or {}).get('total_steps')
+  table = _table(
+      ['grown at', 'method', 'loss before', 'right after', 'jump', 'final', 'total FLOPs'],
+      [[f'{r["step"]}' + (' (converged)' if r['step'] == last else ''), r['method'],
+        _f(r['before']), _f(r['after']), _d(r['before'], r['after']), _f(r['final']),
+        _f(r['total'], '.3g')] for r in rows])
+  gaps = {}
+  for r in rows:
+    gaps.setdefault(r['step'], {})[r['method']] = r['final']
+  lines = [f'- grown at {s}: final loss stack - interposition = {v["stack"] - v["interpose"]:+.4f}'
+           for s, v in gaps.items() if None not in v.values()]
+  steps = sorted(gaps, reverse=True)
+  png = _figure(os.path.join(plot_dir, 'seed003_depth.png'), [
+      lambda ax, s=s: _curves(ax, [runs[f'{m}@{s}'] for m in ('interpose', 'stack')],
+                              f'grown at step {s}', runs.get(common.BASE))
+      for s in sorted(gaps, reverse=True)])
+  names = [common.BASE] + [f'{m}@{s}' for s in sorted(gaps, reverse=True)
+                           for m in ('interpose', 'stack')]
+  profiles = {n: analysis.norm_profile(runs[n]) for n in names if n in runs}
+  norm_png = _figure(os.path.join(plot_dir, 'seed003_norms.png'),
+                     [lambda ax: _profiles(ax, profiles)], width=6)
+  return ('Stack vs interposition (Fig. 3)', table + '\n\n' + '\n'.join(lines), [png, norm_png])
+
+
+def width(runs, plot_dir):
+  rows = analysis.width_rows(runs)
+  table = _table(['alpha', 'loss before', 'right after', 'jump', 'final', 'copy drift'],
+                 [[f'{r["alpha"]:g}', _f(r['before']), _f(r['after']), _d(r['before'], r['after']),
+                   _f(r['final']), _f(r['drift'], '.3g')] for r in rows])
+  png = _figure(os.path.join(plot_dir, 'seed003_width.png'), [
+      lambda ax: _curves(ax, [runs[r['run']] for r in rows], 'width growth, noise alpha',
+                         runs.get(common.BASE))])
+  note = ('copy drift: mean ||w_new - w_orig|| / ||w_orig|| of the new experts against the '
+          'experts they copy, at the last checkpoint.')
+  return 'Width growth noise (Fig. 4)', table + '\n\n' + note, [png]
+
+
+def retention(runs, plot_dir):
+  rows = analysis.retention_rows(runs)
+  table = _table(['norm', 'growth', 'loss before', 'right after', 'jump', 'max |dlogits|',
+                  'final', 'steps after'],
+                 [[r['norm'], r['growth'], _f(r['before']), _f(r['after']),
+                   _d(r['before'], r['after']), _f(r['dlogits'], '.3g'), _f(r['final']),
+                   runs[r['run']]['total_steps']] for r in rows])
+
+  def bars(ax):
+    for i, position in enumerate(('pre', 'post')):
+      got = [r for r in rows if r['norm'] == position and r['after'] is not None]
+      ax.bar([j + 0.4 * i for j in range(len(got))], [r['after'] - r['before'] for r in got],
+             width=0.4, label=f'{position}-norm')
+      ax.set_xticks(range(len(got)), [r['growth'] for r in got])
+    ax.set(ylabel='loss right after growth - before', title='immediate retention')
+    ax.legend(fontsize=7)
+
+  return 'Immediate retention, pre- vs post-norm (Fig. 5, App. C)', table, [
+      _figure(os.path.join(plot_dir, 'seed003_retention.png'), [bars])]
+
+
+def sunk(runs, plot_dir, budget):
+  rows = analysis.sunk_rows(runs, budget)
+  table = _table(['grown at', 'sunk FLOPs', 'additional FLOPs', 'total FLOPs', 'right after',
+                  'final'],
+                 [['scratch' if r['run'] == common.SCRATCH else r['step'], _f(r['sunk'], '.3g'),
+                   _f(None if r['total'] is None else r['total'] - r['sunk'], '.3g'),
+                   _f(r['total'], '.3g'), _f(r['after']), _f(r['final'])] for r in rows])
+  corr = analysis.correlation(rows)
+  text = table + '\n\n' + (
+      f'sunk FLOPs vs final loss over {corr["n"]} runs: Pearson r = {corr["pearson"]:+.3f}, '
+      f'Spearman rho = {corr["spearman"]:+.3f} (negative: more sunk cost, lower loss)'
+      if corr else 'correlation: fewer than three finished runs')
+  grown_runs = [runs[r['run']] for r in rows]
+
+  def scatter(ax):
+    done = [r for r in rows if r['final'] is not None]
+    ax.plot([r['sunk'] for r in done], [r['final'] for r in done], 'o')
+    ax.set(xlabel='sunk FLOPs', ylabel='final val loss', title=f'fixed {budget} budget')
+
+  png = _figure(os.path.join(plot_dir, f'seed003_sunk_{budget}.png'), [
+      lambda ax: _curves(ax, grown_runs, f'fixed {budget} budget', runs.get(common.BASE)),
+      scatter])
+  title = ('Sunk cost, fixed additional budget (Fig. 7, Table 1)' if budget == 'additional' else
+           'Sunk cost, fixed total budget (Fig. 8, Table 2)')
+  return title, text, [png]
+
+
+def write(sweep_dir):
+  """Writes seed003.md and its plots into `sweep_dir`; returns the markdown."""
+  runs = analysis.load(sweep_dir)
+  plot_dir = os.path.join(sweep_dir, report.PLOTS_DIR)
+  os.makedirs(plot_dir, exist_ok=True)
+  studies = [(depth, analysis.depth_rows), (width, analysis.width_rows),
+             (retention, analysis.retention_rows),
+             (lambda r, d: sunk(r, d, 'additional'), lambda r: analysis.sunk_rows(r, 'additional')),
+             (lambda r, d: sunk(r, d, 'total'), lambda r: analysis.sunk_rows(r, 'total'))]
+  parts = [f'# Seed 003 at CPU scale: {os.path.basename(sweep_dir.rstrip("/"))}, '
+           f'{time.strftime("%Y-%m-%d %H:%M")}']
+  for section, rows in studies:
+    if not rows(runs):
+      continue
+    title, text, pngs = section(runs, plot_dir)
+    parts.append(f'## {title}\n\n{text}\n\n' + '\n'.join(
+        f'![{p}]({report.PLOTS_DIR}/{p})' for p in pngs))
+  text = '\n\n'.join(parts) + '\n'
+  files.write_text(os.path.join(sweep_dir, REPORT_FILE), text)
+  return text
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  print(cli.run_reporting_errors(write, os.path.abspath(flags.FLAGS.workdir)))
+
+
+if __name__ == '__main__':   # flags only here: a notebook imports this module
+  flags.DEFINE_string('workdir', None, 'The sweep directory.', required=True)
+  cli.run_app(main)
