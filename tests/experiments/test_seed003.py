@@ -1,0 +1,95 @@
+"""Seed 003's studies (experiments/seed003): the sweeps plan and share runs,
+the budgets add up, and `all.py:small` runs end to end into a report with a
+row for every study."""
+import os
+
+import pytest
+
+from experiments import hyper, sweep
+from experiments.seed003 import analysis, common, report as seed_report, sunk_cost
+from tests.experiments import runs
+
+_DIR = os.path.join(runs.REPO, 'experiments', 'seed003')
+_STUDIES = ('depth', 'width_noise', 'retention', 'sunk_cost')
+
+
+def _plan(study, arg):
+  _, planned = sweep.plan(os.path.join(_DIR, f'{study}.py') + (f':{arg}' if arg else ''))
+  return {r.name: r.overrides for r in planned}
+
+
+@pytest.mark.parametrize('arg', ['small', ''])
+def test_studies_plan_and_all_py_shares_their_runs(arg, monkeypatch):
+  monkeypatch.chdir(runs.REPO)   # upcycle.config paths are relative to the repository
+  everything = _plan('all', arg)
+  for study in _STUDIES:
+    for name, point in _plan(study, arg).items():
+      assert everything[name] == point, (study, name)
+  p = common.plan(arg)
+  last, first = p.checkpoints[-1], p.checkpoints[0]
+  want = {'base', 'base_post', 'scratch', f'stack@{first}', f'post_interpose@{last}',
+          f'post_width_a0.01@{last}'} | {f'width_a{a:g}@{last}' for a in p.alphas} | {
+              f'interpose@{s}' for s in p.checkpoints} | {
+                  f'total_interpose@{s}' for s in p.checkpoints}
+  assert want <= set(everything)
+  assert everything[f'stack@{last}'] == {
+      'name': f'stack@{last}', 'upcycle.config': 'configs/upcycle/grow_depth.py:method=stack',
+      'upcycle.src': hyper.run('base', step=last), 'config.total_steps': p.additional,
+      'config.model.num_layers': 2 * p.layers, 'config.model.norm_position': 'pre'}
+
+
+def test_total_budget_equals_scratch_flops():
+  p = common.plan('')
+  config = common.config_for(p)
+  small = 3 * common.flops_per_token(config)
+  config.model.num_layers *= 2
+  grown = 3 * common.flops_per_token(config)
+  for step in p.checkpoints:
+    extra = sunk_cost.total_budget_steps(p, step)
+    assert abs(step * small + extra * grown - p.additional * grown) <= grown / 2
+
+
+def test_correlation_of_sunk_cost_and_loss():
+  rows = [dict(sunk=s, final=l) for s, l in ((0, 3.0), (1, 2.5), (2, 2.4), (3, None))]
+  got = analysis.correlation(rows)
+  assert got['n'] == 3 and got['spearman'] == pytest.approx(-1.0)
+  assert got['pearson'] < -0.9
+  assert analysis.correlation(rows[:2]) is None
+
+
+# One run of each study's kinds: the depth and width runs of the converged
+# checkpoint, a post-norm growth and a fixed-total-budget run (and so the two
+# base runs they start from). The whole `all.py:small` sweep is the slow test.
+_ONLY = 'stack@4,interpose@4,width_a0.01@4,post_interpose@4,total_interpose@2,scratch'
+
+
+@pytest.mark.parametrize('only', [_ONLY, pytest.param('', marks=pytest.mark.slow)])
+def test_small_sweep_end_to_end(only, tmp_path, jax_cache, monkeypatch):
+  monkeypatch.chdir(runs.REPO)
+  workdir = str(tmp_path / 'sweep')
+  args = [f'--config={os.path.join(_DIR, "all.py")}:small', f'--workdir={workdir}',
+          '--parallel=2'] + ([f'--only={only}'] if only else [])
+  code, out, err = runs.run('experiments.launch', *args, cache_dir=jax_cache)
+  assert code == 0, err[-3000:]
+  text = seed_report.write(workdir)
+  done = analysis.load(workdir)
+  names = set(only.split(',')) | {'base', 'base_post'} if only else set(_plan('all', 'small'))
+  assert {n for n, r in done.items() if r['state'] == 'done'} == names, out
+  sections = {s.split('\n', 1)[0]: s for s in text.split('\n## ')[1:]}
+  assert len(sections) == 5, list(sections)
+  # Every study's table has its rows, with a final loss in each.
+  assert len(analysis.depth_rows(done)) == (2 if only else 4)
+  assert [r['alpha'] for r in analysis.width_rows(done)] == ([0.01] if only else [0.0, 0.01])
+  retention = analysis.retention_rows(done)
+  assert {(r['norm'], r['growth']) for r in retention} >= {('pre', 'interpose'),
+                                                          ('post', 'interpose')}
+  for rows in (analysis.depth_rows(done), analysis.width_rows(done), retention,
+               analysis.sunk_rows(done, 'additional'), analysis.sunk_rows(done, 'total')):
+    assert rows and all(r['final'] is not None and r['total'] > 0 for r in rows)
+  for r in retention:   # the loss before and right after growth, from the upcycle report
+    assert r['before'] > 0 and r['after'] > 0
+  # Noise breaks the copies' symmetry; exact copies with equal router columns
+  # get equal gradients and stay copies.
+  assert all((r['drift'] > 0) == (r['alpha'] > 0) for r in analysis.width_rows(done))
+  for png in ('depth', 'width', 'retention', 'sunk_additional', 'sunk_total', 'norms'):
+    assert os.path.getsize(os.path.join(workdir, 'plots', f'seed003_{png}.png')) > 0
