@@ -56,7 +56,7 @@ class Plan:
 
 PLANS = {
     'full': Plan(layers=4, d_model=64, experts=8, top_k=2, expert_ff=128, batch=8, seq=64,
-                 steps=800, every=160, warmup=40, additional=400, retain=60, eval_every=40,
+                 steps=800, every=160, warmup=40, additional=100, retain=20, eval_every=40,
                  eval_batches=8, alphas=(0.0, 0.01, 0.05, 0.1)),
     'small': Plan(layers=2, d_model=32, experts=4, top_k=1, expert_ff=32, batch=4, seq=16,
                   steps=4, every=2, warmup=1, additional=4, retain=1, eval_every=2,
