@@ -16,11 +16,14 @@ each expert's matrix counted as one matrix (so E does not scale the number):
 A pure function of the params pytree, so the trainer jits it and logs it at
 its eval steps (`norms/layers_i/<group>` in metrics.jsonl).
 """
+import io
 import os
 import re
 
 import jax
 import jax.numpy as jnp
+
+from moe_jax import atomic
 
 GROUPS = ('weights', 'attn', 'ffn', 'router', 'norm')
 _LAYER = re.compile(r'layers_(\d+)')
@@ -79,7 +82,7 @@ def table(norms_by_label):
 
 def plot(norms_by_label, path):
   """One panel per group, norm over layer index, one line per checkpoint. The
-  PNG is written under a temporary name and renamed."""
+  PNG is written atomically (moe_jax/atomic.py)."""
   import matplotlib   # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt   # pylint: disable=g-import-not-at-top
@@ -94,9 +97,9 @@ def plot(norms_by_label, path):
   axes[0, 0].set_ylabel('mean matrix norm')
   axes[0, 0].legend(fontsize=7)
   fig.tight_layout()
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = f'{path}.tmp-{os.getpid()}.png'
-  fig.savefig(tmp, dpi=110)
-  os.replace(tmp, path)
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format='png', dpi=110)
   plt.close(fig)
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  atomic.write_bytes(path, buffer.getvalue())
   return path

@@ -77,13 +77,25 @@ def _saved_workdir(root, name='run', step=7):
   return workdir, params
 
 
-def test_inspect_cli_prints_and_plots(tmp_path):
-  workdir, params = _saved_workdir(str(tmp_path))
+def _inspect_in_process(workdir):
+  return inspect_cli.run([workdir], True, '')
+
+
+def _inspect_subprocess(workdir):
   env = dict(os.environ, PYTHONPATH=_REPO, JAX_PLATFORMS='cpu')
   proc = subprocess.run([sys.executable, '-m', 'moe_jax.inspect', f'--ckpt={workdir}', '--norms'],
                         capture_output=True, text=True, env=env, timeout=300)
   assert proc.returncode == 0, proc.stderr
-  lines = proc.stdout.strip().splitlines()
+  return proc.stdout
+
+
+# What `python -m moe_jax.inspect --norms` prints is run()'s text; the CLI
+# itself (a fresh interpreter, ~15-50 s here) is the slow variant.
+@pytest.mark.parametrize('inspect', [
+    _inspect_in_process, pytest.param(_inspect_subprocess, marks=pytest.mark.slow)])
+def test_inspect_prints_and_plots(inspect, tmp_path):
+  workdir, params = _saved_workdir(str(tmp_path))
+  lines = inspect(workdir).strip().splitlines()
   assert lines[0].split() == ['checkpoint', 'layer', 'weights', 'attn', 'ffn', 'router', 'norm']
   rows = [l.split() for l in lines[1:5]]
   assert [r[:2] for r in rows] == [['run@7', str(i)] for i in range(4)]
@@ -105,3 +117,6 @@ def test_inspect_compares_checkpoints_and_refuses_bad_input(tmp_path):
     inspect_cli.run([a], False, '')
   with pytest.raises(ConfigError, match='does not exist'):
     inspect_cli.run([str(tmp_path / 'missing')], True, '')
+  with pytest.raises(ConfigError, match=r'--plot=.*cmp\.pdf must end in \.png'):
+    inspect_cli.run([a], True, str(tmp_path / 'cmp.pdf'))
+  assert not os.path.exists(tmp_path / 'cmp.pdf')
