@@ -116,10 +116,10 @@ def width_rows(runs):
 
 def retention_rows(runs):
   """Fig. 5 / App. C: per norm position and growth of the converged checkpoint
-  (the base's last step), the loss right after growth."""
-  last = (runs.get(common.BASE) or {}).get('total_steps')
+  (its base's last step), the loss right after growth."""
   rows = []
-  for position, prefix in (('pre', ''), ('post', 'post_')):
+  for position, prefix, base in (('pre', '', common.BASE), ('post', 'post_', common.BASE_POST)):
+    last = (runs.get(base) or {}).get('total_steps')
     for method in ('interpose', 'stack', f'width_a{common.RETENTION_ALPHA:g}'):
       run = grown(runs, prefix + method).get(last)
       if run:

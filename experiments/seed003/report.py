@@ -32,6 +32,11 @@ def _table(header, rows):
   return report.markdown(header, rows) if rows else '(no runs yet)'
 
 
+def _legend(ax):
+  if ax.get_legend_handles_labels()[0]:   # runs not done yet draw nothing
+    ax.legend(fontsize=7)
+
+
 def _curves(ax, runs, title, base=None):
   if base is not None and base['info']:
     ax.plot(*zip(*analysis.curve(base)), 'k-', lw=1, label=base['name'])
@@ -40,7 +45,7 @@ def _curves(ax, runs, title, base=None):
     if points:
       ax.plot(*zip(*points), 'o-', ms=2, lw=1, label=r['name'])
   ax.set(xlabel='training FLOPs (sunk + additional)', ylabel='val loss', title=title)
-  ax.legend(fontsize=7)
+  _legend(ax)
 
 
 def _profiles(ax, profiles):
@@ -48,7 +53,7 @@ def _profiles(ax, profiles):
     if profile:
       ax.plot(list(profile), list(profile.values()), 'o-', ms=3, label=name)
   ax.set(xlabel='layer', ylabel='mean weight-matrix norm', title='layer-wise norms, last eval')
-  ax.legend(fontsize=7)
+  _legend(ax)
 
 
 def _figure(path, panels, width=5.0):
@@ -103,11 +108,11 @@ def width(runs, plot_dir):
 
 def retention(runs, plot_dir):
   rows = analysis.retention_rows(runs)
-  table = _table(['norm', 'growth', 'loss before', 'right after', 'jump', 'max |dlogits|',
+  table = _table(['norm', 'growth', 'loss before', 'right after', 'jump', 'max abs dlogits',
                   'final', 'steps after'],
                  [[r['norm'], r['growth'], _f(r['before']), _f(r['after']),
                    _d(r['before'], r['after']), _f(r['dlogits'], '.3g'), _f(r['final']),
-                   runs[r['run']]['total_steps']] for r in rows])
+                   runs[r['run']]['total_steps'] or ''] for r in rows])
 
   def bars(ax):
     for i, position in enumerate(('pre', 'post')):
@@ -116,7 +121,7 @@ def retention(runs, plot_dir):
              width=0.4, label=f'{position}-norm')
       ax.set_xticks(range(len(got)), [r['growth'] for r in got])
     ax.set(ylabel='loss right after growth - before', title='immediate retention')
-    ax.legend(fontsize=7)
+    _legend(ax)
 
   return 'Immediate retention, pre- vs post-norm (Fig. 5, App. C)', table, [
       _figure(os.path.join(plot_dir, 'seed003_retention.png'), [bars])]
