@@ -8,9 +8,12 @@ sequence-level balance loss; AdamW (0.9, 0.95), weight decay 0.1, init std
 0.02; warmup, a constant LR, and a linear decay to a tenth of it over the last
 20% of the steps (WSD). Sizes (`full`, and `small` for CI):
 
-              layers d_model E top-k expert d_ff batch x seq  base steps
-  full        4      64      8  2     128          8 x 64       800
-  small       2      32      4  1     32           4 x 16       4
+              layers d_model E top-k expert d_ff batch x seq  base steps  grown steps
+  full        4      64      8  2     128          8 x 64       800         100
+  small       2      32      4  1     32           4 x 16       4           4
+
+(`full` is sized for the shared 2-core machine: one run at a time, the whole
+sweep in about two hours under other jobs' load; docs/experiments.md.)
 
 `base` trains the small model through its decay and keeps a checkpoint every
 `every` steps; its last one is the "converged" checkpoint, its first the
