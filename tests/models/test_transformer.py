@@ -1,5 +1,7 @@
 """The decoder: parameter paths, pre- and post-norm blocks, dense -> MoE invariance,
 packed-document masking."""
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -80,7 +82,7 @@ def _by_hand(cfg, params, tokens_BL):
 @pytest.mark.parametrize('position', ['pre', 'post'])
 def test_norm_position_computes_its_equation(position):
   cfg = fixtures.tiny_model_config(num_experts=0)
-  cfg = cfg.__class__(**{**cfg.__dict__, 'norm_position': position})
+  cfg = dataclasses.replace(cfg, norm_position=position)
   tokens = fixtures.tokens(2, 7)
   # Norm scales other than ones, one per norm: a norm in the wrong place shows.
   rng = np.random.default_rng(1)
@@ -89,7 +91,7 @@ def test_norm_position_computes_its_equation(position):
       if 'scale' in jax.tree_util.keystr(path) else w, fixtures.random_params(cfg))
   got, _ = _apply(cfg, params, tokens)
   np.testing.assert_allclose(got, _by_hand(cfg, params, tokens), atol=2e-5, rtol=2e-5)
-  other = cfg.__class__(**{**cfg.__dict__, 'norm_position': {'pre': 'post', 'post': 'pre'}[position]})
+  other = dataclasses.replace(cfg, norm_position={'pre': 'post', 'post': 'pre'}[position])
   assert jax.tree.structure(params) == jax.tree.structure(fixtures.random_params(other))
   assert np.abs(got - _apply(other, params, tokens)[0]).max() > 1e-2
 
