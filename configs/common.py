@@ -112,9 +112,10 @@ def opt():
 
 def data():
   return ml_collections.ConfigDict(dict(
-      source='shakespeare',  # shakespeare | text_files
-      patterns='',           # text_files: comma-separated glob patterns
+      source='shakespeare',  # shakespeare | text_files | sft (moe_jax/data/sft.py)
+      patterns='',           # text_files, sft: comma-separated glob patterns
       encoding='',           # text_files: '' detects each file's (moe_jax/data/corpus.py)
+      chat_template='model',  # sft: the tokenizer's own (model) | plain (moe_jax/data/chat.py)
       tokenizer='byte',      # byte | bpe
       bpe_vocab_size=4096,
       tokenizer_path='',     # bpe: an existing tokenizer.json

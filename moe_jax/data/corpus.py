@@ -155,19 +155,18 @@ def load(source, patterns='', encoding=''):
     return shakespeare()
   if source == 'text_files':
     return text_files(patterns, encoding)
-  raise ConfigError(f'data.source={source!r} is not one of shakespeare, text_files')
+  raise ConfigError(f'data.source={source!r} is not one of shakespeare, text_files, sft')
 
 
 def split(docs, val_fraction, split_seed=0):
-  """(train, validation) lists of whole documents, each in corpus order."""
+  """(train, validation) lists of whole documents, each in corpus order.
+  Documents that share a name (an SFT record drawn twice) fall on one side."""
   if not 0 < val_fraction < 1:
     raise ConfigError(f'data.val_fraction={val_fraction} must be in (0, 1)')
-  if len(docs) < 2:
-    raise ConfigError(f'the corpus has {len(docs)} document(s); a train/validation split '
-                      'by document needs at least 2')
-  num_val = min(len(docs) - 1, max(1, round(len(docs) * val_fraction)))
-  rank = sorted(range(len(docs)), key=lambda i: hashlib.sha256(
-      f'{split_seed}:{docs[i].name}'.encode()).digest())
-  val = set(rank[:num_val])
-  return ([d for i, d in enumerate(docs) if i not in val],
-          [d for i, d in enumerate(docs) if i in val])
+  names = sorted({d.name for d in docs},
+                 key=lambda n: hashlib.sha256(f'{split_seed}:{n}'.encode()).digest())
+  if len(names) < 2:
+    raise ConfigError(f'the corpus has {len(names)} distinct document(s); a train/validation '
+                      'split by document needs at least 2')
+  val = set(names[:min(len(names) - 1, max(1, round(len(names) * val_fraction)))])
+  return [d for d in docs if d.name not in val], [d for d in docs if d.name in val]

@@ -14,6 +14,11 @@ within a segment therefore sees each chunk as its own sequence (a chunk from
 the middle of a play starts without the text before it: the price of fixed
 rows). `loss_mask` is 1 exactly where the target is the next token of the
 input's own segment.
+
+Supervised fine-tuning records are packed whole instead (`pack_whole`, each
+at most a row), with a `mask` row marking the tokens that are trained as
+targets (the responses); `loss_mask` is then also 0 where the target is not
+one of them.
 """
 import bisect
 import dataclasses
@@ -26,6 +31,7 @@ class Packed:
   tokens: np.ndarray        # [N, R] int32, R = seq_len + 1
   segment_ids: np.ndarray   # [N, R] int32, 0 = padding
   positions: np.ndarray     # [N, R] int32
+  mask: np.ndarray | None = None   # [N, R] bool: tokens trained as targets (None: all)
 
   def __len__(self):
     return len(self.tokens)
@@ -67,6 +73,30 @@ def _best_fit_decreasing(sizes, capacity):
   return bins
 
 
+def _rows(full, items, bins, pad_id, masks=None):
+  """Packed rows: one per full chunk of `full` [k, R], then one per bin of `items`."""
+  row = full.shape[1]
+  n = len(full) + len(bins)
+  tokens = np.full((n, row), pad_id, np.int32)
+  segment_ids = np.zeros((n, row), np.int32)
+  positions = np.zeros((n, row), np.int32)
+  mask = None if masks is None else np.zeros((n, row), bool)
+  tokens[:len(full)] = full
+  segment_ids[:len(full)] = 1
+  positions[:len(full)] = np.arange(row)
+  for r, members in enumerate(bins, start=len(full)):
+    at = 0
+    for seg, i in enumerate(members, start=1):
+      size = len(items[i])
+      tokens[r, at:at + size] = items[i]
+      segment_ids[r, at:at + size] = seg
+      positions[r, at:at + size] = np.arange(size)
+      if mask is not None:
+        mask[r, at:at + size] = masks[i]
+      at += size
+  return Packed(tokens, segment_ids, positions, mask)
+
+
 def pack(docs, seq_len, pad_id=0):
   """Packs token arrays `docs` (each already <bos> ... <eos>) into rows."""
   row = seq_len + 1
@@ -77,34 +107,30 @@ def pack(docs, seq_len, pad_id=0):
     if len(rest):
       rests.append(rest)
   full = np.concatenate(fulls or [np.zeros((0, row), np.int32)])
-  bins = _best_fit_decreasing([len(r) for r in rests], row)
-
-  n = len(full) + len(bins)
-  tokens = np.full((n, row), pad_id, np.int32)
-  segment_ids = np.zeros((n, row), np.int32)
-  positions = np.zeros((n, row), np.int32)
-  tokens[:len(full)] = full
-  segment_ids[:len(full)] = 1
-  positions[:len(full)] = np.arange(row)
-  for r, items in enumerate(bins, start=len(full)):
-    at = 0
-    for seg, i in enumerate(items, start=1):
-      size = len(rests[i])
-      tokens[r, at:at + size] = rests[i]
-      segment_ids[r, at:at + size] = seg
-      positions[r, at:at + size] = np.arange(size)
-      at += size
-  return Packed(tokens, segment_ids, positions)
+  return _rows(full, rests, _best_fit_decreasing([len(r) for r in rests], row), pad_id)
 
 
-def features(tokens, segment_ids, positions):
+def pack_whole(docs, masks, seq_len, pad_id=0):
+  """Packs token arrays `docs` of at most seq_len + 1 tokens each, never cut,
+  with their bool `masks` (tokens trained as targets)."""
+  row = seq_len + 1
+  if any(len(d) > row for d in docs):
+    raise ValueError(f'pack_whole: a document is longer than seq_len + 1 = {row}')
+  bins = _best_fit_decreasing([len(d) for d in docs], row)
+  return _rows(np.zeros((0, row), np.int32), docs, bins, pad_id, masks)
+
+
+def features(tokens, segment_ids, positions, mask=None):
   """Model inputs for rows [..., R] -> dict of [..., seq_len] arrays (the batch format
   of docs/internals.md)."""
   seg_in, seg_out = segment_ids[..., :-1], segment_ids[..., 1:]
+  loss_mask = (seg_in == seg_out) & (seg_in != 0)
+  if mask is not None:
+    loss_mask &= mask[..., 1:]
   return dict(
       inputs=tokens[..., :-1],
       targets=tokens[..., 1:],
       segment_ids=seg_in,
       positions=positions[..., :-1],
-      loss_mask=((seg_in == seg_out) & (seg_in != 0)).astype(np.float32),
+      loss_mask=loss_mask.astype(np.float32),
   )

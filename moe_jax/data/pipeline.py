@@ -32,7 +32,7 @@ import grain
 import jax
 import numpy as np
 
-from moe_jax.data import corpus, packing
+from moe_jax.data import corpus, packing, sft
 from moe_jax.data.tokenizer import SPECIALS_FILE, BpeTokenizer, ByteTokenizer, train_bpe
 from moe_jax.errors import ConfigError
 
@@ -44,12 +44,14 @@ _EVAL_ORDER_SEED = 0   # eval rows are sampled the same way whatever `seed` is
 
 @functools.lru_cache(maxsize=2)
 def _split(source, patterns, encoding, val_fraction, split_seed):
-  docs = corpus.load(source, patterns, encoding)
+  docs = (sft.load(patterns) if source == sft.SOURCE else
+          corpus.load(source, patterns, encoding))
   return corpus.split(docs, val_fraction, split_seed)
 
 
 def documents(config, split):
-  """The `split` ('train' | 'validation') documents of config's corpus."""
+  """The `split` ('train' | 'validation') documents of config's corpus (records
+  for data.source=sft)."""
   d = config.data
   train, val = _split(d.source, d.patterns, d.get('encoding', ''), d.val_fraction, d.split_seed)
   return train if split == 'train' else val
@@ -115,9 +117,14 @@ def tokenize(docs, tok):
 
 
 @functools.lru_cache(maxsize=4)
-def _packed(source, patterns, encoding, val_fraction, split_seed, split, tok, seq_len):
+def _packed(source, patterns, encoding, val_fraction, split_seed, split, tok, seq_len,
+            chat_template):
   train, val = _split(source, patterns, encoding, val_fraction, split_seed)
-  rows = packing.pack(tokenize(train if split == 'train' else val, tok), seq_len, tok.pad_id)
+  docs = train if split == 'train' else val
+  if source == sft.SOURCE:
+    rows = sft.pack(docs, tok, chat_template, seq_len)
+  else:
+    rows = packing.pack(tokenize(docs, tok), seq_len, tok.pad_id)
   if not len(rows):
     raise ConfigError(f'the {split} split of data.source={source} packs into no rows')
   return rows
@@ -129,11 +136,12 @@ def packed(config, tok, split):
   if config.seq_len < 1:
     raise ConfigError(f'seq_len={config.seq_len} must be positive')
   return _packed(d.source, d.patterns, d.get('encoding', ''), d.val_fraction, d.split_seed,
-                 split, tok, config.seq_len)
+                 split, tok, config.seq_len, d.get('chat_template', 'model'))
 
 
 def _batch(rows, idx):
-  return packing.features(rows.tokens[idx], rows.segment_ids[idx], rows.positions[idx])
+  return packing.features(rows.tokens[idx], rows.segment_ids[idx], rows.positions[idx],
+                          None if rows.mask is None else rows.mask[idx])
 
 
 def _local_batch_size(config, process_count):
@@ -196,8 +204,8 @@ def eval_batches(config, tok, *, full=False, process_index=None, process_count=N
   # Index len(rows) is an all-padding row appended below.
   order = order[:count * config.batch_size]
   order = np.concatenate([order, np.full(count * config.batch_size - len(order), len(rows))])
-  padded = packing.Packed(*(np.concatenate([a, np.zeros_like(a[:1])]) for a in (
-      rows.tokens, rows.segment_ids, rows.positions)))
+  padded = packing.Packed(*(None if a is None else np.concatenate([a, np.zeros_like(a[:1])])
+                            for a in (rows.tokens, rows.segment_ids, rows.positions, rows.mask)))
   padded.tokens[-1] = tok.pad_id
   return [_batch(padded, order[s * config.batch_size:(s + 1) * config.batch_size][p::num])
           for s in range(count)]
@@ -213,6 +221,10 @@ def unigram_entropy(tokens):
 
 def validation_entropy(config, tok):
   """Unigram entropy of the validation split's targets: every token of each
-  document but its first (the <bos>), which is what the validation loss averages over."""
+  document but its first (the <bos>), which is what the validation loss averages
+  over; for SFT records, their response tokens."""
+  if config.data.source == sft.SOURCE:
+    rows = _batch(packed(config, tok, 'validation'), slice(None))
+    return unigram_entropy(rows['targets'][rows['loss_mask'] > 0])
   docs = tokenize(documents(config, 'validation'), tok)
   return unigram_entropy(np.concatenate([t[1:] for t in docs]))
