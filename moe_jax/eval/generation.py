@@ -23,11 +23,12 @@ import numpy as np
 from moe_jax.errors import ConfigError
 
 
-def left_pad(prompts, pad_id=0):
-  """(tokens, segment_ids, positions), each [B, P] int32, prompts right-aligned."""
+def left_pad(prompts, pad_id=0, length=0):
+  """(tokens, segment_ids, positions), each [B, P] int32, prompts right-aligned;
+  P is the longest prompt, or `length` if that is more."""
   if not prompts or not all(len(p) for p in prompts):
     raise ConfigError('generation needs at least one prompt, each with at least one token')
-  length = max(len(p) for p in prompts)
+  length = max(length, max(len(p) for p in prompts))
   tokens = np.full((len(prompts), length), pad_id, np.int32)
   segment_ids = np.zeros((len(prompts), length), np.int32)
   for row, prompt in enumerate(prompts):
@@ -73,13 +74,14 @@ def _decode(model, params, tokens_BP, segment_ids_BP, positions_BP, rng, tempera
 
 
 def generate(model, params, prompts, max_new_tokens, temperature=0.0, eos_id=None, rng=None,
-             pad_id=0):
-  """New tokens for each prompt (see the module docstring)."""
+             pad_id=0, length=0):
+  """New tokens for each prompt (see the module docstring). `length` pads the
+  prompts to at least that many slots, so calls of one shape compile once."""
   if temperature < 0:
     raise ConfigError(f'temperature={temperature} must be >= 0')
   if max_new_tokens < 1:
     raise ConfigError(f'max_new_tokens={max_new_tokens} must be positive')
-  tokens, segment_ids, positions = left_pad(prompts, pad_id)
+  tokens, segment_ids, positions = left_pad(prompts, pad_id, length)
   rng = jax.random.key(0) if rng is None else rng
   eos = -1 if eos_id is None else int(eos_id)
   new_BS, done_BS = jax.device_get(_decode(

