@@ -19,7 +19,12 @@ A key `config.<path>` is a training-config key, passed to the run as
                   e.g. a WSD decay branch that starts at S with total_steps = S + D
   upcycle.config  grow the run before training it: the --config of
                   `python -m moe_jax.upcycle` (e.g. 'configs/upcycle/dense_to_moe.py:experts=4')
-  upcycle.src     ... and its --src, usually `run(PARENT, step=S)`
+  upcycle.src     ... and its --src, usually `run(PARENT, step=S)`; several configs
+                  joined by ' + ' grow one after the other (e.g. depth, then experts)
+  eval.args       after training, `python -m moe_jax.evaluate --ckpt=RUN <args>
+                  --out=RUN/benchmarks.<i>.jsonl` for each of the ' ; '-separated
+                  argument strings (e.g. '--tasks=arc_easy --mode=loglik --limit=100')
+  eval.ckpt       evaluate this checkpoint instead, and train nothing (a baseline)
 
 (`config.init_from=run(PARENT, step=S)` instead starts a run at step 0 from
 PARENT's params only, with a fresh optimizer and data stream.)
@@ -34,7 +39,9 @@ from moe_jax.errors import ConfigError
 
 NAME, RESUME_FROM = 'name', 'resume_from'
 UPCYCLE_CONFIG, UPCYCLE_SRC = 'upcycle.config', 'upcycle.src'
-LAUNCHER_KEYS = (NAME, RESUME_FROM, UPCYCLE_CONFIG, UPCYCLE_SRC)
+EVAL_ARGS, EVAL_CKPT = 'eval.args', 'eval.ckpt'
+LAUNCHER_KEYS = (NAME, RESUME_FROM, UPCYCLE_CONFIG, UPCYCLE_SRC, EVAL_ARGS, EVAL_CKPT)
+CHAIN, EVAL_SEP = ' + ', ' ; '
 
 
 def sweep(key, values):

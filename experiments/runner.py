@@ -3,8 +3,10 @@ r"""One run of a launched sweep: its commands, its status, and running it.
 `python -m experiments.run --workdir=SWEEP_DIR --run=NAME` (what both backends
 start, once per run) calls `execute`: it runs the run's commands as child
 processes, `python -m moe_jax.upcycle` first when the run is grown from
-another run's checkpoint (and its directory has no checkpoint yet), then
-`python -m moe_jax.main`, which resumes from the newest checkpoint.
+another run's checkpoint (and its directory has no checkpoint yet; once per
+config of a chain), then `python -m moe_jax.main`, which resumes from the
+newest checkpoint, then `python -m moe_jax.evaluate` for each `eval.args`
+(skipped when its RUN/benchmarks.<i>.jsonl exists from an earlier attempt).
 Everything, its own messages included, goes to RUN/log.txt. RUN/status.json
 says where the run stands: `state` (running | done | failed | interrupted),
 `attempts`, `wall_s` (summed over attempts), `pid`. `done` is written only
@@ -25,23 +27,44 @@ from moe_jax.errors import ConfigError
 from moe_jax.workdir import files
 
 LOG_FILE, STATUS_FILE = 'log.txt', 'status.json'
+BENCHMARKS = 'benchmarks'   # RUN/benchmarks.<i>.jsonl: what the run's evaluations printed
 _STAGING = '.upcycle'   # where a grown or resumed model is built before it moves into the run
 
 
+def benchmark_file(run_dir, index):
+  """Where the run's index-th evaluation command writes its JSON lines."""
+  return os.path.join(run_dir, f'{BENCHMARKS}.{index}.jsonl')
+
+
 def commands(sweep_dir, config_spec, name, overrides):
-  """[(stage, argv)]: the training command, after the upcycle command of a grown run."""
+  """[(stage, argv)]: `upcycle` for each chained upcycle config of a grown run,
+  `train` (unless the run only evaluates `eval.ckpt`), `evaluate` for each
+  `eval.args` string."""
   run_dir = os.path.join(sweep_dir, name)
-  train = [sys.executable, '-m', 'moe_jax.main', f'--config={config_spec}', f'--workdir={run_dir}']
-  train += [sweep.flag(k, sweep.resolve(v, sweep_dir)) for k, v in overrides.items()
-            if k.startswith('config.')]
-  if hyper.UPCYCLE_CONFIG not in overrides:
-    return [('train', train)]
-  path, colon, arg = overrides[hyper.UPCYCLE_CONFIG].partition(':')
-  grow = [sys.executable, '-m', 'moe_jax.upcycle',
+  stages = []
+  if hyper.UPCYCLE_CONFIG in overrides:
+    parts = [p.strip() for p in overrides[hyper.UPCYCLE_CONFIG].split(hyper.CHAIN)]
+    src = sweep.resolve(overrides[hyper.UPCYCLE_SRC], sweep_dir)
+    for i, part in enumerate(parts):
+      path, colon, arg = part.partition(':')
+      dst = os.path.join(run_dir, _STAGING, 'dst' if i == len(parts) - 1 else f'step{i}')
+      stages.append(('upcycle', [
+          sys.executable, '-m', 'moe_jax.upcycle',
           f'--config={os.path.abspath(os.path.expanduser(path))}{colon}{arg}',
-          f'--src={sweep.resolve(overrides[hyper.UPCYCLE_SRC], sweep_dir)}',
-          f'--dst={os.path.join(run_dir, _STAGING, "dst")}']
-  return [('upcycle', grow), ('train', train)]
+          f'--src={src}', f'--dst={dst}']))
+      src = dst
+  if hyper.EVAL_CKPT not in overrides:
+    train = [sys.executable, '-m', 'moe_jax.main', f'--config={config_spec}',
+             f'--workdir={run_dir}']
+    train += [sweep.flag(k, sweep.resolve(v, sweep_dir)) for k, v in overrides.items()
+              if k.startswith('config.')]
+    stages.append(('train', train))
+  ckpt = sweep.resolve(overrides.get(hyper.EVAL_CKPT, run_dir), sweep_dir)
+  evals = [a for a in overrides.get(hyper.EVAL_ARGS, '').split(hyper.EVAL_SEP) if a.strip()]
+  for i, args in enumerate(evals):
+    stages.append(('evaluate', [sys.executable, '-m', 'moe_jax.evaluate', f'--ckpt={ckpt}',
+                                *shlex.split(args), f'--out={benchmark_file(run_dir, i)}']))
+  return stages
 
 
 def status(run_dir):
@@ -173,19 +196,22 @@ def execute(sweep_dir, name):
       step_dir = sweep.resolve(entry['overrides'][hyper.RESUME_FROM], sweep_dir)
       print(f'resuming from {step_dir}', flush=True)
       _resume(step_dir, run_dir)
-    for stage, argv in stages:
+    grows = [i for i, (stage, _) in enumerate(stages) if stage == 'upcycle']
+    for i, (stage, argv) in enumerate(stages):
       if forward.signum is not None:
         break
-      if stage == 'upcycle':
-        if started:
-          continue
+      if stage == 'upcycle' and started:
+        continue
+      if stage == 'upcycle' and i == grows[0]:
         shutil.rmtree(os.path.join(run_dir, _STAGING), ignore_errors=True)
         os.makedirs(os.path.join(run_dir, _STAGING))
+      if stage == 'evaluate' and os.path.exists(argv[-1].partition('=')[2]):
+        continue   # done on an earlier attempt (its --out appears whole)
       print(f'$ {shlex.join(argv)}', flush=True)
       code = forward.call(argv, log)
       if code or forward.signum is not None:
         break
-      if stage == 'upcycle':
+      if stage == 'upcycle' and i == grows[-1]:
         _graft(os.path.join(run_dir, _STAGING, 'dst'), run_dir)
   except ConfigError as e:
     print(f'error: {e}', flush=True)

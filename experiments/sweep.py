@@ -203,9 +203,16 @@ def _check_launcher_value(key, value, point):
     raise ConfigError(f'{key}={value!r} must name a checkpoint of a run of the sweep: '
                       "hyper.run(NAME, step=S), i.e. '{run:NAME}/checkpoints/S'")
   if key == hyper.UPCYCLE_CONFIG:
-    path = os.path.expanduser(value.partition(':')[0])
-    if not os.path.isfile(path):
-      raise ConfigError(f'{key}={value!r}: no such file (point {point})')
+    for part in value.split(hyper.CHAIN):
+      path = os.path.expanduser(part.strip().partition(':')[0])
+      if not os.path.isfile(path):
+        raise ConfigError(f'{key}={value!r}: no such file {path} (point {point})')
+  if key == hyper.EVAL_CKPT and (hyper.EVAL_ARGS not in point or any(
+      k in point for k in (hyper.RESUME_FROM, hyper.UPCYCLE_SRC, 'config.init_from'))):
+    raise ConfigError(f'{key} evaluates a checkpoint and trains nothing: the point needs '
+                      f'{hyper.EVAL_ARGS} and nothing that starts a training run ({point})')
+  if key == hyper.EVAL_ARGS and any('--ckpt' in a or '--out' in a for a in value.split()):
+    raise ConfigError(f'{key}={value!r}: the launcher sets --ckpt and --out')
 
 
 def _names(points):

@@ -9,7 +9,8 @@ of each expert's neurons re-initialised). Experts are as wide as the MLP they
 copy (`d_ff=0`, whatever moe.d_ff the source's config carries); `subset` takes
 a narrower `d_ff`. With `copy` and renormalised top-k
 gates the MoE computes exactly the dense function (the report shows
-max |delta logits| ~ 1e-6).
+max |delta logits| ~ 1e-6). `seed` draws the fresh router (and any noise), so
+replicate runs of a study (seed 004's three seeds) start from their own router.
 """
 import ml_collections
 
@@ -18,9 +19,9 @@ from configs import common
 
 def get_config(arg=None):
   arg = common.parse_arg(arg, experts=8, top_k=2, every=1, d_ff=0, init='copy', noise=0.01,
-                         drop_ratio=0.5, router_init='normal')
+                         drop_ratio=0.5, router_init='normal', seed=0)
   up = common.upcycle()
-  up.recipe = 'dense_to_moe'
+  up.recipe, up.seed = 'dense_to_moe', arg.seed
   up.target = ml_collections.ConfigDict({'moe': dict(
       num_experts=arg.experts, top_k=arg.top_k, every=arg.every, d_ff=arg.d_ff,
       renormalize=True)})

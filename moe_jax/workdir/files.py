@@ -128,15 +128,25 @@ def _saved(saved, dotted):
   return value
 
 
+def _has_data_state(workdir):
+  """Whether a checkpoint of `workdir` holds a data iterator position (one the
+  upcycle CLI or an import wrote holds params only: nothing to continue)."""
+  root = os.path.join(workdir, 'checkpoints')
+  return os.path.isdir(root) and any(
+      os.path.isdir(os.path.join(root, step, 'data')) for step in os.listdir(root))
+
+
 def check_compatible(config, workdir):
-  """Refuses a workdir whose saved config has other parameter shapes or
-  another data stream than `config`."""
+  """Refuses a workdir whose saved config has other parameter shapes or, once a
+  checkpoint holds a data position, another data stream than `config`."""
   path = os.path.join(workdir, CONFIG)
   if not os.path.exists(path):
     return
   saved = read_json(path)
-  for keys, what in ((SHAPE_KEYS, 'a model of another shape'),
-                     (DATA_KEYS, 'a run on another data stream')):
+  checks = [(SHAPE_KEYS, 'a model of another shape')]
+  if _has_data_state(workdir):
+    checks.append((DATA_KEYS, 'a run on another data stream'))
+  for keys, what in checks:
     diffs = [f'{k}: workdir {_saved(saved, k)!r} vs requested {_saved(config, k)!r}'
              for k in keys if _saved(saved, k) != _saved(config, k)]
     if diffs:

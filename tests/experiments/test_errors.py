@@ -65,6 +65,13 @@ def cli(*args, env=None):
     ("h.zipit([h.sweep('config.seed', [1]), h.sweep('config.seed', [2])])",
      "hyper.zipit: key 'config.seed' is set by two"),
     ("[]", 'get_hyper must return a non-empty list of dicts'),
+    ("h.fixed('eval.ckpt', '/x')", 'eval.ckpt evaluates a checkpoint and trains nothing'),
+    ("h.product([h.fixed('eval.ckpt', '/x'), h.fixed('eval.args', '--tasks=arc_easy'), "
+     "h.fixed('config.init_from', '/y')])", 'the point needs eval.args and nothing that starts'),
+    ("h.fixed('eval.args', '--tasks=arc_easy --out=/tmp/x')", 'the launcher sets --ckpt and --out'),
+    ("h.product([h.fixed('upcycle.src', '/x'), h.fixed('upcycle.config', "
+     "'configs/upcycle/grow_depth.py:method=dus + configs/no.py:experts=4')])",
+     'no such file configs/no.py'),
 ])
 def test_bad_sweep_is_one_line_and_writes_nothing(tmp_path, hyper_body, message):
   workdir = tmp_path / 'sweep_dir'

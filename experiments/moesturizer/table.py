@@ -1,0 +1,73 @@
+r"""Seed 004's table from a launched moesturizer sweep.
+
+  python -m experiments.moesturizer.table --workdir=SWEEP_DIR
+
+Reads every RUN/benchmarks.<i>.jsonl (moe_jax.evaluate's lines) and prints a
+markdown table per mode: one row per model (runs `<model>_s<seed>` pooled
+over seeds), one column per task, accuracy in %. One seed: the accuracy and
+its 95 % interval; several: the mean and the seeds' spread (min-max), with n
+questions per seed. Nothing is written.
+"""
+import collections
+import glob
+import json
+import os
+import re
+
+from absl import app, flags
+
+from moe_jax import cli
+from moe_jax.errors import ConfigError
+
+_WORKDIR = flags.DEFINE_string('workdir', None, 'A launched moesturizer sweep.')
+_SEED = re.compile(r'_s\d+$')
+
+
+def results(sweep_dir):
+  """{mode: {model: {task: [result, one per seed]}}}."""
+  out = collections.defaultdict(lambda: collections.defaultdict(lambda: collections.defaultdict(
+      list)))
+  paths = sorted(glob.glob(os.path.join(sweep_dir, '*', 'benchmarks.*.jsonl')))
+  if not paths:
+    raise ConfigError(f'--workdir={sweep_dir}: no RUN/benchmarks.*.jsonl yet')
+  for path in paths:
+    model = _SEED.sub('', os.path.basename(os.path.dirname(path)))
+    with open(path) as f:
+      for line in f:
+        r = json.loads(line)
+        out[r['mode']][model][r['task']].append(r)
+  return out
+
+
+def _cell(rs):
+  if len(rs) == 1:
+    lo, hi = rs[0]['ci95']
+    return f'{100 * rs[0]["accuracy"]:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]'
+  accs = [100 * r['accuracy'] for r in rs]
+  return f'{sum(accs) / len(accs):.1f} ({min(accs):.1f}-{max(accs):.1f}, {len(rs)} seeds)'
+
+
+def table(sweep_dir):
+  lines = []
+  for mode, models in sorted(results(sweep_dir).items()):
+    names = sorted({t for tasks in models.values() for t in tasks})
+    n = {t: max(r['n'] for m in models.values() for r in m.get(t, [])) for t in names}
+    lines += [f'### {mode} ({"pass@1" if mode == "generate" else "acc_norm"}, %)', '',
+              '| model | ' + ' | '.join(f'{t} (n={n[t]})' for t in names) + ' |',
+              '|---' * (len(names) + 1) + '|']
+    for model, tasks in models.items():
+      lines.append(f'| {model} | ' + ' | '.join(_cell(tasks[t]) if t in tasks else '-'
+                                               for t in names) + ' |')
+    lines.append('')
+  return '\n'.join(lines)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  print(cli.run_reporting_errors(table, _WORKDIR.value))
+
+
+if __name__ == '__main__':
+  flags.mark_flag_as_required('workdir')
+  cli.run_app(main)

@@ -1,0 +1,78 @@
+"""Seed 004's grid as a sweep: the commands of its runs (chained upcycles,
+evaluations), its table, and (slow) the whole :small grid end to end."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from experiments import hyper, runner
+from experiments.moesturizer import config as moesturizer, table
+from moe_jax.workdir import files
+from tests.eval import olmo_fixture
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_SPEC = os.path.join(_REPO, 'experiments', 'moesturizer', 'config.py')
+
+
+def test_a_chained_upcycle_grows_twice_then_trains_then_evaluates():
+  overrides = {'upcycle.config': 'a.py:x=1 + b.py:y=2', 'upcycle.src': '/base',
+               'config.seed': 1, 'eval.args': '--tasks=arc_easy --limit=2 ; --tasks=gsm8k'}
+  stages = runner.commands('/sw', 'cfg.py:small', 'run', overrides)
+  assert [s for s, _ in stages] == ['upcycle', 'upcycle', 'train', 'evaluate', 'evaluate']
+  (_, grow1), (_, grow2), (_, train), (_, ev0), (_, ev1) = stages
+  assert grow1[-2:] == ['--src=/base', '--dst=/sw/run/.upcycle/step0']
+  assert grow2[-2:] == ['--src=/sw/run/.upcycle/step0', '--dst=/sw/run/.upcycle/dst']
+  assert grow2[3].endswith('b.py:y=2') and '--config.seed=1' in train
+  assert ev0[3:] == ['--ckpt=/sw/run', '--tasks=arc_easy', '--limit=2',
+                     '--out=/sw/run/benchmarks.0.jsonl']
+  assert ev1[-1] == '--out=/sw/run/benchmarks.1.jsonl'
+  only_eval = runner.commands('/sw', 'cfg.py', 'base', {'eval.ckpt': '/m', 'eval.args': '--x=1'})
+  assert only_eval == [('evaluate', [sys.executable, '-m', 'moe_jax.evaluate', '--ckpt=/m',
+                                     '--x=1', '--out=/sw/base/benchmarks.0.jsonl'])]
+
+
+def test_the_grids():
+  names = lambda arg: [p['name'] for p in moesturizer.get_hyper(hyper, arg)]
+  assert names('small') == ['base', 'sft_s0', 'moe4-2_s0', 'dus40_moe4-2_s0']
+  assert names('seeds=3,grid=reduced') == ['base'] + [f'{r}_s{s}' for s in range(3)
+                                                     for r in ('sft', 'moe4-2')]
+  dus = next(p for p in moesturizer.get_hyper(hyper, 'small') if p['name'].startswith('dus'))
+  assert dus['config.model.num_layers'] == 3   # the tiny base has 2 layers; 40 % adds 1
+
+
+def test_an_upcycled_workdir_may_train_on_another_stream_until_it_has(tmp_path):
+  config = moesturizer.get_config('small')
+  saved = config.copy_and_resolve_references()
+  saved.data.source = 'shakespeare'
+  files.write_config(str(tmp_path), saved)
+  os.makedirs(tmp_path / 'checkpoints' / '0' / 'params')
+  files.check_compatible(config, str(tmp_path))   # params only (an upcycle, an import)
+  os.makedirs(tmp_path / 'checkpoints' / '0' / 'data')
+  with pytest.raises(Exception, match='another data stream'):
+    files.check_compatible(config, str(tmp_path))
+
+
+def test_table_pools_seeds(tmp_path):
+  for run, acc in (('base', 0.5), ('sft_s0', 0.25), ('sft_s1', 0.75)):
+    os.makedirs(tmp_path / run)
+    (tmp_path / run / 'benchmarks.0.jsonl').write_text(json.dumps(dict(
+        task='arc_easy', mode='generate', n=4, accuracy=acc, ci95=[0.1, 0.9])) + '\n')
+  text = table.table(str(tmp_path))
+  assert '| base | 50.0 [10, 90] |' in text and '| sft | 50.0 (25.0-75.0, 2 seeds) |' in text
+
+
+@pytest.mark.slow   # 4 runs, 10 processes: ~50 s of CPU, minutes on a shared machine
+def test_small_grid_end_to_end(tmp_path):
+  data = olmo_fixture.write_eval(str(tmp_path / 'olmo_eval'))
+  workdir = tmp_path / 'grid'
+  env = dict(os.environ, PYTHONPATH=_REPO)
+  proc = subprocess.run([sys.executable, '-m', 'experiments.launch',
+                         f'--config={_SPEC}:small,data_dir={data}', f'--workdir={workdir}'],
+                        cwd=_REPO, env=env, capture_output=True, text=True, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  text = table.table(str(workdir))
+  for row in ('base', 'sft', 'moe4-2', 'dus40_moe4-2'):
+    assert f'| {row} |' in text
+  assert 'arc_easy (n=2)' in text and 'gsm8k (n=2)' in text
