@@ -42,8 +42,9 @@ GRIDS = {
 
 
 def _arg(arg):
-  small = str(arg or '').split(',')[0] == 'small'
-  arg = common.parse_arg(None if small else arg, base='', mix='', steps=2 if small else 1056,
+  words = [w for w in str(arg or '').split(',') if w]
+  small = words[:1] == ['small']
+  arg = common.parse_arg(','.join(words[small:]), base='', mix='', steps=2 if small else 1056,
                          limit=2 if small else 0, seeds=1 if small else 3,
                          grid='small' if small else 'full', data_dir='', evals='',
                          max_new_tokens=8 if small else 0, lr=1e-4)
@@ -79,14 +80,11 @@ def get_config(arg=None):
 def evals(arg):
   if arg.evals:
     return arg.evals
-  common_args = ''.join(f' --{k}={v}' for k, v in (
-      ('limit', arg.limit), ('data_dir', arg.data_dir), ('max_new_tokens', arg.max_new_tokens))
-      if v)
-  if arg.grid == 'small':
-    return (f'--tasks=arc_easy,gsm8k --mode=generate{common_args} ; '
-            f'--tasks=arc_easy --mode=loglik{common_args}')
-  return (f'--tasks={MC_TASKS},gsm8k,math500 --mode=generate{common_args} ; '
-          f'--tasks={MC_TASKS} --mode=loglik{common_args}')
+  both = ''.join(f' --{k}={v}' for k, v in (('limit', arg.limit), ('data_dir', arg.data_dir)) if v)
+  generate = both + (f' --max_new_tokens={arg.max_new_tokens}' if arg.max_new_tokens else '')
+  mc, gen = ('arc_easy', 'arc_easy,gsm8k') if arg.grid == 'small' else (
+      MC_TASKS, f'{MC_TASKS},gsm8k,math500')
+  return f'--tasks={gen} --mode=generate{generate} ; --tasks={mc} --mode=loglik{both}'
 
 
 def get_hyper(h, arg=None):

@@ -40,6 +40,11 @@ def test_the_grids():
                                                      for r in ('sft', 'moe4-2')]
   dus = next(p for p in moesturizer.get_hyper(hyper, 'small') if p['name'].startswith('dus'))
   assert dus['config.model.num_layers'] == 3   # the tiny base has 2 layers; 40 % adds 1
+  assert dus['eval.args'] == ('--tasks=arc_easy,gsm8k --mode=generate --limit=2 --max_new_tokens=8'
+                              ' ; --tasks=arc_easy --mode=loglik --limit=2')
+  small = moesturizer.get_hyper(hyper, 'small,seeds=2,data_dir=/d')
+  assert [p['name'] for p in small][-1] == 'dus40_moe4-2_s1'
+  assert all('--data_dir=/d' in a for a in small[0]['eval.args'].split(' ; '))
 
 
 def test_an_upcycled_workdir_may_train_on_another_stream_until_it_has(tmp_path):
