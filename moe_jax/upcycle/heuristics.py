@@ -17,6 +17,10 @@ Expert heuristics (Table 9), on replica matrices w [R, A, B] (y = x @ w):
                    Upcycling, ref. [39]): one neuron set per replica shared by
                    wi_0, wi_1 and wo; init xavier N(0, 2/(A+B)), kaiming
                    N(0, 2/A) or normal N(mean(w), std(w)) (the source statistics).
+  random           Table 4's Random baseline: every replica re-initialised whole
+                   by `init` (default kaiming N(0, 2/fan_in), He et al., seed
+                   000 ref. [20]); Table 4 names no router change, so the
+                   router columns are copied as with `copy`.
   shuffle_columns  an independent random permutation of the intermediate
                    neurons of each matrix (a shared one would be the same
                    function; the table says connectivity changes).
@@ -54,6 +58,7 @@ EXPERT = {
     'copy': {},
     'copy_noise': dict(lam=0.01),
     'drop_upcycle': dict(drop=0.3, init='xavier'),
+    'random': dict(init='kaiming'),
     'shuffle_columns': {},
     'interpolate': dict(alpha=0.2),
     'orthogonal': dict(eps=1e-6),
@@ -77,17 +82,21 @@ ROUTER = {
 DROP_INITS = ('xavier', 'kaiming', 'normal')
 
 
-def options(table, kind, name, overrides):
-  """Validated keyword arguments of heuristic `name` (defaults + overrides)."""
+def options(kind, name, overrides):
+  """Validated keyword arguments (defaults + overrides) of heuristic `name` of
+  `kind` 'expert' (EXPERT) or 'router' (ROUTER); errors name the config keys
+  upcycle.args.{kind}_heuristic and upcycle.args.{kind}_args."""
+  table = EXPERT if kind == 'expert' else ROUTER
   if name not in table:
-    raise ConfigError(f'{kind}={name!r} is not one of {tuple(table)}')
+    raise ConfigError(f'upcycle.args.{kind}_heuristic={name!r} is not one of {tuple(table)}')
   unknown = sorted(set(overrides or {}) - set(table[name]))
   if unknown:
-    raise ConfigError(f'{kind}_args {unknown} are not options of {name!r}: '
+    raise ConfigError(f'upcycle.args.{kind}_args {unknown} are not options of {name!r}: '
                       f'{sorted(table[name])}')
   kw = {**table[name], **dict(overrides or {})}
   if kw.get('init', 'xavier') not in DROP_INITS:
-    raise ConfigError(f"{kind}_args.init={kw['init']!r} is not one of {DROP_INITS}")
+    raise ConfigError(f"upcycle.args.{kind}_args.init={kw['init']!r} is not one of "
+                      f'{DROP_INITS}')
   return kw
 
 
@@ -167,6 +176,9 @@ def expert(name, kw, w_RAB, nbr_RAB, axis, rng, layer_rng):
     return w_RAB + kw['lam'] * _std(w_RAB) * jax.random.normal(rng, w_RAB.shape)
   if name == 'drop_upcycle':
     mask = neuron_mask(layer_rng, w_RAB.shape[0], w_RAB.shape[axis], kw['drop'])
+    return drop_neurons(w_RAB, mask, axis, kw['init'], rng)
+  if name == 'random':
+    mask = jnp.ones((w_RAB.shape[0], w_RAB.shape[axis]), bool)
     return drop_neurons(w_RAB, mask, axis, kw['init'], rng)
   if name == 'shuffle_columns':
     return shuffle_neurons(w_RAB, axis, rng)

@@ -110,7 +110,7 @@ def replicate_experts(slots, heuristic='copy', options=None):
   Moments: gathered, and scaled by r_e**-power for a source copied r_e times
   (its tokens split over its copies, so each copy's gradient is ~1/r_e).
   """
-  kw = heuristics.options(heuristics.EXPERT, 'upcycle.args.expert_heuristic', heuristic, options)
+  kw = heuristics.options('expert', heuristic, options)
 
   def fn(src, target, ctx):
     w = src[0]
@@ -136,7 +136,7 @@ def extend_router(slots, heuristic='copy', options=None, delta=0.0):
   """Router w [D, E] -> [D, mE] and bias [E] -> [mE] (Definition 3.1 step 2):
   columns copied to replicas with a Table 10 heuristic; replicas' biases get
   U(-delta, delta) noise, the originals' router parameters stay unchanged."""
-  kw = heuristics.options(heuristics.ROUTER, 'upcycle.args.router_heuristic', heuristic, options)
+  kw = heuristics.options('router', heuristic, options)
 
   def fn(src, target, ctx):
     x = src[0]

@@ -47,7 +47,7 @@ def test_expert_heuristics():
 
 def test_sparse_code_mix_without_mixing_is_a_copy():
   w = np.random.default_rng(1).normal(size=(E, D, F)).astype(np.float32)
-  kw = heuristics.options(heuristics.EXPERT, 'x', 'sparse_code_mix',
+  kw = heuristics.options('expert', 'sparse_code_mix',
                           dict(dict_size=16, n_iter=20, mix=0.0))
   out = heuristics.expert('sparse_code_mix', kw, w, w[[1, 2, 0]], 2, jax.random.key(0), None)
   np.testing.assert_array_equal(out, w)
@@ -86,3 +86,12 @@ def test_router_heuristics():
   np.testing.assert_allclose(out['adversarial'][0][:, 1::2], w - 0.1 * (w - mean), rtol=1e-5)
   orth = out['orthogonal'][0][:, 1::2]
   np.testing.assert_allclose(np.sum(orth * w, 0), 0, atol=1e-5)
+
+
+def test_random_replicas_are_kaiming_and_forget_the_source():
+  # Seed 000 Table 4's Random: new experts N(0, 2 / fan_in), nothing of w kept.
+  w = np.random.default_rng(3).normal(size=(2, 64, 96)).astype(np.float32) + 5.0
+  kw = heuristics.options('expert', 'random', {})
+  out = np.asarray(heuristics.expert('random', kw, w, w[::-1], 2, jax.random.key(0), None))
+  assert abs(out.std() / np.sqrt(2.0 / 64) - 1) < 0.05 and abs(out.mean()) < 0.01
+  assert abs(np.corrcoef(out.ravel(), w.ravel())[0, 1]) < 0.05

@@ -143,5 +143,5 @@ def test_unknown_init_and_heuristic_names():
     ops.replicate_experts({}, 'magic')
   with pytest.raises(ConfigError, match="router_heuristic='magic'"):
     ops.extend_router({}, 'magic')
-  with pytest.raises(ConfigError, match=r"\['beta'\] are not options of 'interpolate'"):
-    heuristics.options(heuristics.EXPERT, 'x', 'interpolate', {'beta': 1})
+  with pytest.raises(ConfigError, match=r"upcycle.args.expert_args \['beta'\] are not options of 'interpolate'"):
+    heuristics.options('expert', 'interpolate', {'beta': 1})
