@@ -176,6 +176,26 @@ def phases():
   return ml_collections.ConfigDict(dict(fractions=(), lr=(), balance=(), z_loss=()))
 
 
+def expand_args(allocation='uniform', delta=1e-3, expert='copy', router='copy',
+                layout='append'):
+  """`upcycle.args` of recipe expand_experts (seed 000 Definition 3.1).
+
+  `delta` is the U(-delta, delta) noise on the replicas' router biases (the
+  seed's default; needs moe.use_bias). `expert_args` and `router_args` hold
+  every option of the chosen Table 9 / Table 10 heuristic (or `random`, Table
+  4's Kaiming baseline) with its default, so each variant of Tables 11-12 is a
+  command-line override: `expert=copy_noise` and then
+  `--config.upcycle.args.expert_args.lam=0.05`.
+  """
+  from moe_jax.upcycle import heuristics  # pylint: disable=g-import-not-at-top
+  return ml_collections.ConfigDict(dict(
+      allocation=allocation, layout=layout, delta=delta,
+      expert_heuristic=expert,
+      expert_args=heuristics.options('expert', expert, {}),
+      router_heuristic=router,
+      router_args=heuristics.options('router', router, {})))
+
+
 def base():
   config = ml_collections.ConfigDict()
   config.seed = 0

@@ -6,21 +6,25 @@
 `allocation=utility` duplicates experts by utility (`metric`: grad_norm |
 saliency | weight_norm | curvature, from `batches` training batches) instead
 of uniformly; `delta` is the U(-delta, delta) noise on the replicas' router
-biases (needs moe.use_bias in the source). Not function-preserving: copies
-tie in the top-k, and the report gives the loss jump.
-"""
-import ml_collections
+biases (seed 000's 1e-3 by default; needs moe.use_bias in the source, or
+`delta=0`). `expert` and `router` pick a heuristic of seed 000 Tables 9/10
+(`expert=random` is Table 4's Kaiming baseline) whose options are then keys
+of their own:
 
+  python -m moe_jax.upcycle --config=configs/upcycle/expand_experts.py:expert=copy_noise \
+      --config.args.expert_args.lam=0.05 --src=/tmp/moe --dst=/tmp/moe_noise
+
+Not function-preserving: copies tie in the top-k, and the report gives the
+loss jump.
+"""
 from configs import common
 
 
 def get_config(arg=None):
   arg = common.parse_arg(arg, factor=2, allocation='uniform', metric='grad_norm', batches=8,
-                         layout='append', delta=0.0, expert='copy', router='copy')
+                         layout='append', delta=1e-3, expert='copy', router='copy')
   up = common.upcycle()
   up.recipe, up.factor = 'expand_experts', arg.factor
   up.utility_metric, up.utility_batches = arg.metric, arg.batches
-  up.args = ml_collections.ConfigDict(dict(
-      allocation=arg.allocation, layout=arg.layout, delta=arg.delta,
-      expert_heuristic=arg.expert, router_heuristic=arg.router))
+  up.args = common.expand_args(arg.allocation, arg.delta, arg.expert, arg.router, arg.layout)
   return up

@@ -4,8 +4,9 @@
   -> target config -> utility scores (if asked) -> jitted, sharded transform
   -> function-preservation report on validation batches
   -> a new workdir at --dst with config.json, run.json, lineage.json (the
-     source's chain plus this growth), tokenizer, a step-0 checkpoint (params
-     only: training starts a fresh optimizer state) and the report.
+     source's chain plus this growth), tokenizer, a step-0 checkpoint
+     (params and the source's data position: training starts a fresh
+     optimizer state and continues the data stream) and the report.
 
 --src is only read, and --dst may not overlap it, through symbolic links
 either (compared as real paths). --dst is built in a staging directory beside
@@ -68,15 +69,18 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
     mesh = placement.make_mesh(config.mesh)
     src_abstract = transition.abstract_params(config)
     src_shardings = placement.param_shardings(src_abstract, mesh, config.mesh)
-    params = manager.restore(step, checkpoint.abstract_like(src_abstract, src_shardings))['params']
+    restored = manager.restore(step, checkpoint.abstract_like(src_abstract, src_shardings))
   finally:
     manager.close()
+  params = restored['params']
   dst_config.upcycle.source = os.path.join(src_dir, str(step))
 
   up = config.upcycle
   score_batches = ()
   if up.args.get('allocation') == 'utility':
     it = pipeline.train_iterator(config, tokenizer)
+    if restored['data'] is not None:   # the batches CPT will read first
+      it.set_state(restored['data'])
     score_batches = [next(it) for _ in range(up.utility_batches)]
   dst_abstract = transition.abstract_params(dst_config)
   dst_shardings = placement.param_shardings(dst_abstract, mesh, config.mesh)
@@ -106,8 +110,11 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
     run_record.write(tmp, run_info)
     lineage.write(tmp, history)
     out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
-    out.save(0, dst_params, meta=dict(upcycled_from=report['source'], recipe=up.recipe,
-                                      seed=up.seed, lineage=history, config=json.loads(
-                                          dst_config.to_json_best_effort())))
+    # The data stream goes on where the source stopped (seed 000 §5.1: CPT
+    # reads data pre-training did not); a resumed or grown run keeps seed,
+    # batch_size and seq_len (files.check_compatible), so the position holds.
+    out.save(0, dst_params, data_state=restored['data'], meta=dict(
+        upcycled_from=report['source'], recipe=up.recipe, seed=up.seed,
+        lineage=history, config=json.loads(dst_config.to_json_best_effort())))
     out.close()
   return report

@@ -1,10 +1,11 @@
 """Orbax checkpoints: one step directory holds params, optimizer state, the
 data iterator's state and a small JSON `meta` (step, config, provenance).
 
-Items are separate so callers restore only what they need: `init_from`, the
-evaluator and the upcycle CLI read `params` alone, and a step-0 checkpoint
-written by the upcycle CLI has no `opt_state` or `data` at all (the trainer
-then starts both fresh).
+Items are separate so callers restore only what they need: `init_from` and
+the evaluator read `params` alone, the upcycle CLI `params` and `data`; the
+step-0 checkpoint it writes has no `opt_state` (the trainer starts one fresh)
+and the source's `data` position, if it had one (the trainer continues the
+stream there).
 
 Orbax writes each step to a temporary directory and renames it on commit, so a
 step directory is complete or absent; a crash mid-save leaves the previous one.

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import orbax.checkpoint as ocp
 import pytest
 
 from configs.upcycle import dense_to_moe, expand_experts
@@ -86,6 +87,33 @@ def test_utility_expansion_saves_scores_and_overwrite_replaces(moe_workdir, tmp_
     assert len(record['scores']) == 4 and sum(record['counts']) == 8
     assert min(record['counts']) >= 1
   assert json.loads((dst / 'config.json').read_text())['moe']['num_experts'] == 8
+
+
+def _data_position(workdir, step):
+  manager = ocp.CheckpointManager(os.path.join(workdir, 'checkpoints'),
+                                  item_handlers={'data': ocp.JsonCheckpointHandler()})
+  return manager.restore(step, args=ocp.args.Composite(data=ocp.args.JsonRestore()))['data']
+
+
+def test_heuristic_variant_from_the_command_line_and_cpt_continues_the_data(moe_workdir,
+                                                                           tmp_path):
+  dst = str(tmp_path / 'noise')
+  proc = subprocess.run(
+      [sys.executable, '-m', 'moe_jax.upcycle',
+       '--config=configs/upcycle/expand_experts.py:expert=copy_noise',
+       '--config.args.expert_args.lam=0.05', f'--src={moe_workdir}', f'--dst={dst}'],
+      cwd=_REPO, env=dict(os.environ, PYTHONPATH=_REPO), capture_output=True, text=True,
+      check=False)
+  assert proc.returncode == 0, proc.stderr
+  with open(os.path.join(dst, 'upcycle_report.json')) as f:
+    args = json.load(f)['recipe']['args']
+  assert args['expert_heuristic'] == 'copy_noise' and args['expert_args'] == {'lam': 0.05}
+  assert args['delta'] == 1e-3   # seed 000 Definition 3.1's router-bias noise, on by default
+  # CPT reads on from where pre-training stopped (2 steps), not from the start.
+  assert _data_position(dst, 0) == _data_position(moe_workdir, 2) == {'next_index': 2}
+  trainer.train_and_evaluate(tiny.config(**{'moe.num_experts': 8, 'moe.use_bias': True,
+                                            'total_steps': 3, 'eval_every_steps': 0}), dst)
+  assert _data_position(dst, 3) == {'next_index': 5}
 
 
 def test_existing_dst_is_refused_and_kept(dense_workdir, tmp_path):
