@@ -155,7 +155,8 @@ def upcycle():
       args=ml_collections.ConfigDict(),    # recipe options, moe_jax/upcycle/recipes.py
       target=ml_collections.ConfigDict(),  # overrides of the target config
       utility_metric='grad_norm',          # args.allocation=utility: grad_norm | saliency |
-      utility_batches=8,                   #   weight_norm | curvature, over this many batches
+      utility_batches=64,                  #   weight_norm | curvature, over this many batches
+                                           #   (curvature needs many: moe_jax/upcycle/utility.py)
       report_batches=4,      # validation batches for the function-preservation report
       seed=0,                # noise and fresh inits of the transform
       source='',             # provenance: the checkpoint this run was upcycled from

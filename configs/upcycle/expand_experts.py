@@ -21,7 +21,7 @@ from configs import common
 
 
 def get_config(arg=None):
-  arg = common.parse_arg(arg, factor=2, allocation='uniform', metric='grad_norm', batches=8,
+  arg = common.parse_arg(arg, factor=2, allocation='uniform', metric='grad_norm', batches=64,
                          layout='append', delta=1e-3, expert='copy', router='copy')
   up = common.upcycle()
   up.recipe, up.factor = 'expand_experts', arg.factor

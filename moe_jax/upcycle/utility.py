@@ -16,7 +16,11 @@ with g the gradient averaged over the batches (seed 000 eqs. 19-20, Table 4):
                0 where the Fisher is 0. Table 4 writes it ||g||^2 / H. Each term
                is <= 1 (Jensen), so it measures how consistently an expert's
                gradient points one way across batches; one batch gives the
-               parameter count for every expert, so it needs several.
+               parameter count for every expert (the uniform allocation), and
+               a noise-dominated term falls only as 1/batches, so it needs
+               many: on a trained tiny model 8 batches still allocated
+               uniformly and 64 did not (tests/upcycle/test_utility.py),
+               hence the default upcycle.utility_batches=64.
 
 Allocation is greedy with replacement (seed 000 §5.3.2): starting from one
 copy each, every further copy goes to the expert with the largest utility per

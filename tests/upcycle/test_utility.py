@@ -6,8 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
-from moe_jax.upcycle import paths, utility
+from moe_jax.train import trainer
+from moe_jax.upcycle import paths, transition, utility
+from moe_jax.workdir import checkpoint
+from tests.train import tiny
 from tests.upcycle import toy
 
 
@@ -75,3 +79,24 @@ def test_dump_is_json_and_errors():
     utility.expert_scores(params, acc, 'fisher')
   with pytest.raises(ConfigError, match='expansion factor 1'):
     utility.allocate([1.0, 2.0], 1)
+
+
+def test_curvature_allocation_is_not_uniform_on_a_trained_model(tmp_path):
+  # u_CN sums gbar^2 / mean(g^2) per parameter: with one batch every term is 1
+  # and every expert scores its parameter count (the uniform allocation); the
+  # default batch count must give an estimate that tells experts apart.
+  config = tiny.config(**{'total_steps': 200, 'eval_every_steps': 0, 'log_every_steps': 100,
+                          'checkpoint_every_steps': 200, 'moe.num_experts': 8,
+                          'moe.use_bias': True})
+  trainer.train_and_evaluate(config, str(tmp_path))
+  config.model.vocab_size = 259
+  params, _ = checkpoint.restore_params(str(tmp_path), checkpoint.abstract_like(
+      transition.abstract_params(config)))
+  it = pipeline.train_iterator(config, pipeline.tokenizer_for(config, str(tmp_path)))
+  batches = [next(it) for _ in range(config.upcycle.utility_batches)]
+  config.upcycle.utility_metric = 'curvature'
+  one, _ = transition.utility_scores(config, params, batches[:1])
+  assert all(np.ptp(s) == 0 for s in one.values())
+  scores, _ = transition.utility_scores(config, params, batches)
+  counts = utility.replica_counts(scores, 2)
+  assert any(list(c) != [2] * 8 for c in counts.values()), counts
