@@ -3,7 +3,8 @@
   python -m moe_jax.main --config=configs/lm_dense.py:tiny --workdir=/tmp/dense
 
 `tiny` is a CPU-sized run (a few minutes on 2 cores); a preset name
-(`dense_15m`, `dense_44m`, `dense_0.1b` ... `dense_1b`: seed 002 Table 3) gives that model.
+(`dense_15m`, `dense_44m`, `dense_0.1b` ... `dense_1b`: seed 002 Table 3) gives that model, trained as seed
+002 Tables 4-5 say (moe_jax/models/presets.py).
 """
 from configs import common
 

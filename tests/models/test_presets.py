@@ -16,6 +16,7 @@ from moe_jax.models import accounting
 from moe_jax.models import config as model_config
 from moe_jax.models import presets
 from moe_jax.models import transformer
+from moe_jax.train import optimizer
 
 
 def _cfg(name, vocab_size=None):
@@ -145,9 +146,48 @@ def test_seed000_table7b(name):
 
 def test_tiny_preset_is_common_model_defaults():
   config = common.base()
-  before = dict(config.model)
+  before = config.to_dict()
   presets.apply(config, 'tiny')
-  assert dict(config.model) == before
+  assert config.to_dict() == before
+
+
+# Seed 002 Table 5 (warmup, max iter, batch, LR dense, LR 8x), Table 4, App. A.5.
+_SEED002_TABLE5 = {
+    '15m': (200, 17_600, 128, 8e-3, 2e-3), '44m': (200, 17_600, 256, 4e-3, 2e-3),
+    '0.1b': (200, 17_600, 512, 4e-3, 2e-3), '0.2b': (400, 35_200, 512, 2e-3, 2e-3),
+    '0.5b': (800, 70_400, 512, 4e-4, 4e-4), '1b': (800, 70_400, 1024, 4e-4, 4e-4),
+}
+
+
+@pytest.mark.parametrize('size', sorted(_SEED002_TABLE5))
+def test_seed002_presets_train_as_the_paper(size):
+  warmup, steps, batch, lr_dense, lr_moe = _SEED002_TABLE5[size]
+  for name, lr in ((f'dense_{size}', lr_dense), (f'8x{size}', lr_moe)):
+    config = presets.apply(common.base(), name)
+    assert (config.seq_len, config.batch_size, config.total_steps) == (1024, batch, steps)
+    assert (config.opt.lr, config.opt.warmup_steps, config.opt.weight_decay) == (lr, warmup, 0.1)
+    assert config.moe.z_loss_weight == 0.0 and not config.model.tie_embeddings
+    # WSD: the peak until the last 10%, then linear to 10% of the peak.
+    lr_fn = optimizer.schedule(config.opt, steps)
+    np.testing.assert_allclose([lr_fn(steps // 2), lr_fn(int(0.9 * steps) - 1), lr_fn(steps)],
+                               [lr, lr, 0.1 * lr], rtol=1e-5)
+
+
+# Seed 000 Table 7(c): steps, batch, LR; context 8192 (Table 7).
+_SEED000_TABLE7C = {'full_4layer': (16_790, 16, 1.69e-2), 'full_6layer': (17_611, 16, 1.16e-2),
+                    'full_8layer': (29_663, 16, 5.95e-3), 'full_10layer': (22_741, 32, 3.75e-3)}
+
+
+@pytest.mark.parametrize('name', sorted(_SEED000_TABLE7C) + ['20layer', '10layer', '8layer'])
+def test_seed000_presets_train_as_the_paper(name):
+  config = presets.apply(common.base(), name)
+  assert config.seq_len == 8192 and config.opt.schedule == 'wsd'
+  assert config.opt.decay_fraction == 0.1    # §5.1: each stage ends in a 10% anneal
+  assert config.moe.use_bias and config.moe.balance_loss_weight == config.moe.z_loss_weight == 0
+  if name in _SEED000_TABLE7C:
+    assert (config.total_steps, config.batch_size, config.opt.lr) == _SEED000_TABLE7C[name]
+  if name == '10layer':
+    assert config.total_steps == 100_000   # Table 3(a): T = 100K
 
 
 def test_unknown_preset_is_config_error():
