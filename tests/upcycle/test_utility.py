@@ -84,10 +84,12 @@ def test_dump_is_json_and_errors():
 def test_curvature_allocation_is_not_uniform_on_a_trained_model(tmp_path):
   # u_CN sums gbar^2 / mean(g^2) per parameter: with one batch every term is 1
   # and every expert scores its parameter count (the uniform allocation); the
-  # default batch count must give an estimate that tells experts apart.
+  # default batch count must give an estimate that tells experts apart. One
+  # device: 8 fake ones wait on each other in collectives, and 200 queued steps
+  # on a busy machine outlast XLA's 40 s rendezvous timeout.
   config = tiny.config(**{'total_steps': 200, 'eval_every_steps': 0, 'log_every_steps': 100,
                           'checkpoint_every_steps': 200, 'moe.num_experts': 8,
-                          'moe.use_bias': True})
+                          'moe.use_bias': True, 'mesh.num_devices': 1})
   trainer.train_and_evaluate(config, str(tmp_path))
   config.model.vocab_size = 259
   params, _ = checkpoint.restore_params(str(tmp_path), checkpoint.abstract_like(
