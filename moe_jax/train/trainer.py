@@ -86,22 +86,27 @@ def _set_data_state(train_it, data_state, workdir, where):
 
 
 def _restore(config, dst_config, mesh, program, workdir, train_it):
-  """(program, state, step, damaged steps) from the newest intact checkpoint
-  in `workdir`, or (program, None, 0, []) when there is none. Restoring
-  reads only, so it runs before the run's first write."""
+  """(program, state, step, damaged steps, grow first) from the newest intact
+  checkpoint in `workdir`, or (program, None, 0, [], False) when there is
+  none. Restoring reads only, so it runs before the run's first write.
+
+  A step-tau checkpoint of the model before the transition comes from another
+  run (a branch resumed from Fixed-E at tau): it is restored as it is and
+  grows first (grow first is True)."""
   directory = os.path.join(workdir, checkpoint.CHECKPOINTS)
   if os.path.lexists(directory) and not os.path.isdir(directory):
     raise ConfigError(f'{directory} is not a directory')
   if not os.path.isdir(directory):
-    return program, None, 0, []
+    return program, None, 0, [], False
   tau, grown, damaged = config.upcycle.step, None, []
   manager = checkpoint.Manager(directory, async_save=False, read_only=True)
   try:
     for step in reversed(manager.steps()):
-      prog = program
+      prog, grow_first = program, False
       if tau and step >= tau:
         grown = grown or program_lib.build(dst_config, mesh, start_step=tau)
-        prog = grown
+        grow_first = step == tau and not manager.matches(step, grown.abstract_state.params)
+        prog = program if grow_first else grown
       try:
         state, data_state = program_lib.restore_state(prog, manager, step)
       except CorruptCheckpointError as e:
@@ -111,13 +116,13 @@ def _restore(config, dst_config, mesh, program, workdir, train_it):
         logging.warning('%s; resuming from step %d, the newest intact checkpoint', message, step)
       if data_state is not None:
         _set_data_state(train_it, data_state, workdir, f'checkpoint {directory}/{step}')
-      return prog, state, step, [s for s, _ in damaged]
+      return prog, state, step, [s for s, _ in damaged], grow_first
   finally:
     manager.close()
   if damaged:
     raise CorruptCheckpointError(f'no intact checkpoint to resume in {directory}: '
                                  + '; '.join(message for _, message in damaged))
-  return program, None, 0, []
+  return program, None, 0, [], False
 
 
 def _set_aside(directory, step):
@@ -166,9 +171,11 @@ def train_and_evaluate(config, workdir, stop_at=None):
 
   With `upcycle.step` = tau > 0 the model grows in memory after step tau by
   `upcycle.recipe`; checkpoints from tau on hold the grown model, so resuming
-  on either side of tau works. `stop_at` saves and returns once that step is
-  reached (a time-sliced job, or a test of resuming). Returns the last logged
-  metrics (with val_loss at eval steps).
+  on either side of tau works. A workdir whose newest checkpoint is another
+  run's step tau, before the transition (a branch of Fixed-E), grows first.
+  `stop_at` saves and returns once that step is reached (a time-sliced job, or
+  a test of resuming). Returns the last logged metrics (with val_loss at eval
+  steps).
   """
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
@@ -191,7 +198,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
   run_info = run_record.build(config, dst_config, _source(config, workdir), jax.device_count())
   train_it = pipeline.train_iterator(config, tokenizer)
   val_batches = pipeline.eval_batches(config, tokenizer) if config.eval_every_steps else []
-  program, state, start, damaged = _restore(config, dst_config, mesh, program, workdir, train_it)
+  program, state, start, damaged, grow_first = _restore(config, dst_config, mesh, program,
+                                                        workdir, train_it)
   last_saved = start if state is not None else None
   if state is None:
     init_params = checkpoint.restore_params(config.init_from, checkpoint.abstract_like(
@@ -231,6 +239,30 @@ def train_and_evaluate(config, workdir, stop_at=None):
     manager.save(step_, state.params, state.opt_state, train_it.get_state(),
                  meta=dict(config=program.config.to_dict(), lineage=history))
 
+  def upcycle_now(program, state):
+    """The transition at tau: the grown program and state, and upcycle/* metrics;
+    the lineage gains the in-run stage."""
+    nonlocal history
+    up = config.upcycle
+    scores = (_peek(config, tokenizer, train_it, up.utility_batches)
+              if up.args.get('allocation') == 'utility' else ())
+    report_batches = (val_batches or pipeline.eval_batches(config, tokenizer))
+    program, state, report, record, recipe = program_lib.upcycle(
+        program, dst_config, state, mesh, scores, report_batches[:up.report_batches])
+    history = lineage.grow(history, tau, lineage.stage(
+        workdir, tau, run_info['tokens_per_step'], run_info['grown'], lineage.origin(
+            'in_run', dict(workdir=os.path.abspath(workdir), step=tau), up.seed,
+            report=report, **transition.provenance(config, recipe))))
+    _write_json(workdir, lineage.FILE, history)
+    _write_json(workdir, 'upcycle_report.json', dict(report, step=tau, recipe=up.recipe))
+    if record:
+      _write_json(workdir, 'upcycle_scores.json', record)
+    return program, state, {f'upcycle/{k}': v for k, v in report.items()}
+
+  if grow_first:
+    program, state, grown_metrics = upcycle_now(program, state)
+    writer.write(tau, grown_metrics)
+
   try:
     bar = tqdm.tqdm(range(start, config.total_steps), initial=start, total=config.total_steps,
                     desc='train', disable=jax.process_index() != 0, dynamic_ncols=True)
@@ -252,21 +284,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
       last = dict(pending[-1][1])
       pending = []
       if grow:
-        up = config.upcycle
-        scores = (_peek(config, tokenizer, train_it, up.utility_batches)
-                  if up.args.get('allocation') == 'utility' else ())
-        report_batches = (val_batches or pipeline.eval_batches(config, tokenizer))
-        program, state, report, record, recipe = program_lib.upcycle(
-            program, dst_config, state, mesh, scores, report_batches[:up.report_batches])
-        history = lineage.grow(history, tau, lineage.stage(
-            workdir, tau, run_info['tokens_per_step'], run_info['grown'], lineage.origin(
-                'in_run', dict(workdir=os.path.abspath(workdir), step=tau), up.seed,
-                report=report, **transition.provenance(config, recipe))))
-        _write_json(workdir, lineage.FILE, history)
-        last.update({f'upcycle/{k}': v for k, v in report.items()})
-        _write_json(workdir, 'upcycle_report.json', dict(report, step=tau, recipe=up.recipe))
-        if record:
-          _write_json(workdir, 'upcycle_scores.json', record)
+        program, state, grown_metrics = upcycle_now(program, state)
+        last.update(grown_metrics)
       if log:
         elapsed = time.perf_counter() - t0
         tokens_per_s = (done - t0_step) * config.batch_size * config.seq_len / elapsed

@@ -164,6 +164,14 @@ class Manager:
       raise ConfigError(f'checkpoint {self.directory}/{step} {name} does not match the '
                         f'config: {"; ".join(diffs[:3])}{more}')
 
+  def matches(self, step, abstract):
+    """Whether the stored params of `step` have the paths and shapes of `abstract`."""
+    try:
+      self.check_shapes(step, 'params', abstract)
+    except ConfigError:
+      return False
+    return True
+
   def restore(self, step, abstract_params, abstract_opt_state=None):
     """Returns dict(params, opt_state or None, data or None, meta), verified
     against the digests in meta: a CorruptCheckpointError names the step and

@@ -3,6 +3,7 @@ tau hold the grown model, and a run resumed on either side of tau logs what an
 uninterrupted one does."""
 import json
 import os
+import shutil
 
 import ml_collections
 import numpy as np
@@ -59,6 +60,22 @@ def test_expand_experts_in_run_and_resume_across_tau(tmp_path, stop):
   trainer.train_and_evaluate(_expand(), resumed)
   got = [(r['step'], r['loss']) for r in _rows(resumed)]
   np.testing.assert_allclose(got, [(r['step'], r['loss']) for r in rows], rtol=0, atol=0)
+
+
+def test_a_branch_of_fixed_e_at_tau_grows_first_and_matches_the_in_run_upcycle(tmp_path):
+  # Fixed-E and Upcycled share their first tau steps; a sweep trains them once
+  # and starts the upcycled run from Fixed-E's step-tau checkpoint.
+  straight, fixed, branch = (str(tmp_path / n) for n in ('straight', 'fixed', 'branch'))
+  trainer.train_and_evaluate(_expand(), straight)
+  trainer.train_and_evaluate(tiny.config(), fixed)
+  shutil.copytree(os.path.join(fixed, 'checkpoints', '3'),
+                  os.path.join(branch, 'checkpoints', '3'))
+  trainer.train_and_evaluate(_expand(), branch)
+  want = [(r['step'], r['loss']) for r in _rows(straight) if r['step'] > 3]
+  rows = _rows(branch)
+  assert rows[0]['step'] == 3 and 'upcycle/loss_after' in rows[0]
+  np.testing.assert_allclose([(r['step'], r['loss']) for r in rows[1:]], want, rtol=0, atol=0)
+  assert _experts(branch, 6) == 8
 
 
 def test_dense_to_moe_in_run_preserves_the_function(tmp_path):
