@@ -1,68 +1,90 @@
-"""The README's main job: seed 000's expert-upcycling comparison at toy scale on
-the default corpus (Shakespeare, byte-level), plus sparse upcycling.
+"""The README's main job: seed 000's expert-upcycling comparison at CPU scale on
+the default corpus (Shakespeare, byte-level), with sparse upcycling beside it.
 
   python -m experiments.quickstart --workdir=/tmp/moe_jax_quickstart
 
-trains the four runs below at one token budget and prints their validation
-losses and the upcycling efficiency eta of seed 000 eq. 4. Each run is also
-a config of its own:
+launches this file's sweep (`python -m experiments.launch
+--config=configs/quickstart.py --workdir=DIR --parallel=2` does the same
+without the summary). For each seed s:
 
-  python -m moe_jax.main --config=configs/quickstart.py:upcycled --workdir=/tmp/up
+  fixed_s       Fixed-E: E experts of width W, top-2, T steps
+  upcycled_s    Fixed-E's state at tau = T/2 grown to 2E by expand_experts (seed
+                000 Definition 3.1, uniform duplication (§4.1): every expert
+                copied once, U(-delta, delta) on the copies' router biases),
+                then trained on to T in the same schedule and optimizer state
+  fixed2x_s     Fixed-2E: 2E experts, T steps
+  sparse_s      dense (MLP width W, one expert's) until tau, then sparse-upcycled
+                in the run to 2E exact copies (dense_to_moe, seed 001; the
+                comparison of seed 000 Table 5), trained on to T
 
-  fixed         Fixed-E: E=4 experts (width 192), top-2, the whole run
-  upcycled      E=4 until tau = steps / 2, then expand_experts to 2E, top-2 kept
-                (seed 000 Definition 3.1: copied experts and router columns,
-                U(-delta, delta) on the replicas' router biases)
-  fixed2x       Fixed-2E: 2E=8 experts, top-2, the whole run
-  dense_to_moe  dense (MLP width 384) until tau, then sparse-upcycled: E=4 exact
-                copies of each MLP, top-2 (a larger MoE than the three above)
+Every run sees the same T * batch_size * seq_len tokens, and one seed fixes
+init and data order, so Fixed-E and Fixed-2E of one seed read the same
+batches. The regime (width, experts, T, seeds) is the cheapest one the study
+in docs/experiments.md found where Fixed-2E beats Fixed-E by a paired margin
+over 2 standard errors; `:small` is a seconds-long CI variant.
 
-The MoE runs balance load with the selection-only router bias (aux-loss-free,
-as in seed 000) plus a small Switch loss, and renormalise their top-2 gates.
+One arm is also a config of its own, e.g. Fixed-2E of seed 1:
 
-`layers`, `batch` and `seq` size the model and its batches (the notebooks in
-colab/ shrink them to run in CI); logging, evaluation and checkpoints happen
-every steps/24, steps/6 and steps/3 steps.
+  python -m moe_jax.main --config=configs/quickstart.py \
+      --config.moe.num_experts=16 --config.seed=1 --workdir=/tmp/fixed2x
 """
 import ml_collections
 
 from configs import common
 
-RUNS = ('fixed', 'upcycled', 'fixed2x', 'dense_to_moe')
+ARMS = ('fixed', 'upcycled', 'fixed2x', 'sparse')
+
+
+def _arg(arg):
+  arg = common.parse_arg(arg, steps=1500, experts=8, width=64, seeds=3, small=False)
+  if arg.small:
+    arg.update(steps=8, experts=4, width=16, seeds=1)
+  return arg
 
 
 def get_config(arg=None):
-  arg = common.parse_arg(arg, size='fixed', steps=600, experts=4, layers=2, batch=16, seq=128)
-  if arg.size not in RUNS:
-    raise ValueError(f'configs/quickstart.py: run {arg.size!r} is not one of {RUNS}')
+  """One run: Fixed-E; the sweep's overrides make the other arms."""
+  arg = _arg(arg)
   config = common.base()
   common.apply_preset(config, 'tiny')
-  config.model.update(d_model=96, num_heads=4, num_kv_heads=2, head_dim=24, d_ff=384,
-                      num_layers=arg.layers)
-  config.moe.update(num_experts=arg.experts, top_k=2, d_ff=192, use_bias=True,
+  config.model.update(d_model=96, num_heads=4, num_kv_heads=2, head_dim=24, d_ff=arg.width)
+  config.moe.update(num_experts=arg.experts, top_k=2, d_ff=arg.width, use_bias=True,
                     bias_update_rate=1e-3, balance_loss_weight=0.01)
-  config.update(total_steps=arg.steps, batch_size=arg.batch, seq_len=arg.seq,
-                log_every_steps=max(1, arg.steps // 24), eval_every_steps=max(1, arg.steps // 6),
-                eval_batches=8, checkpoint_every_steps=max(1, arg.steps // 3))
+  steps, tau = arg.steps, arg.steps // 2
+  config.update(total_steps=steps, batch_size=16, seq_len=128, log_every_steps=25,
+                eval_every_steps=steps // 6, eval_batches=32, checkpoint_every_steps=tau)
   config.opt.update(lr=3e-3, warmup_steps=40, schedule='wsd', decay_fraction=0.2)
-  tau = arg.steps // 2
-  if arg.size == 'fixed2x':
-    config.moe.num_experts = 2 * arg.experts
-  elif arg.size == 'upcycled':
-    config.upcycle.update(step=tau, recipe='expand_experts', factor=2)
-    config.upcycle.args = ml_collections.ConfigDict(dict(delta=1e-3))
-  elif arg.size == 'dense_to_moe':
-    config.moe.num_experts = 0
-    config.upcycle.update(step=tau, recipe='dense_to_moe')
-    config.upcycle.target = ml_collections.ConfigDict({'moe': dict(
-        num_experts=arg.experts, d_ff=config.model.d_ff)})
+  config.ckpt.keep_every = tau   # the upcycled arm starts from Fixed-E's step tau
+  # The grown model of both transitions (the arms set upcycle.step and .recipe;
+  # each recipe's own defaults are seed 000's and seed 001's operators).
+  config.upcycle.target = ml_collections.ConfigDict({'moe': {'num_experts': 2 * arg.experts}})
+  if arg.small:
+    config.update(batch_size=4, seq_len=16, log_every_steps=2, eval_every_steps=4,
+                  eval_batches=2)
+    config.model.update(d_model=16, num_heads=2, num_kv_heads=1, head_dim=8)
+    config.opt.warmup_steps = 2
   return config
 
 
-def describe(config):
-  """One line: the run's experts and transition."""
-  moe, up = config.moe, config.upcycle
-  shape = f'{moe.num_experts} experts top-{moe.top_k}' if moe.num_experts else 'dense'
-  if up.step:
-    return f'{shape}, {up.recipe} at step {up.step} of {config.total_steps}'
-  return f'{shape}, {config.total_steps} steps'
+def runs(arg=None):
+  """{run name: (arm, seed)} of the sweep, in launch order."""
+  arg = _arg(arg)
+  return {f'{arm}_s{s}': (arm, s) for s in range(arg.seeds) for arm in ARMS}
+
+
+def get_hyper(h, arg=None):
+  a = _arg(arg)
+  tau, e = a.steps // 2, a.experts
+  points = []
+  for name, (arm, seed) in runs(arg).items():
+    point = {'name': name, 'config.seed': seed}
+    if arm == 'upcycled':
+      point.update({'resume_from': h.run(f'fixed_s{seed}', step=tau),
+                    'config.upcycle.step': tau, 'config.upcycle.recipe': 'expand_experts'})
+    elif arm == 'fixed2x':
+      point['config.moe.num_experts'] = 2 * e
+    elif arm == 'sparse':
+      point.update({'config.moe.num_experts': 0, 'config.upcycle.step': tau,
+                    'config.upcycle.recipe': 'dense_to_moe'})
+    points.append(point)
+  return points

@@ -2,15 +2,32 @@
 import pytest
 
 from configs import lm_dense, lm_moe, quickstart
+from experiments import hyper
 from configs.upcycle import dense_to_moe, expand_experts, grow_depth, grow_width
 from moe_jax.models import config as model_config
 from moe_jax.upcycle import transition
 
 
+def _quickstart_runs():
+  """{run name: config} of the quickstart's sweep (its points applied by hand)."""
+  out = {}
+  for point in quickstart.get_hyper(hyper):
+    config = quickstart.get_config()
+    for key, value in point.items():
+      if key.startswith('config.'):
+        *groups, leaf = key.split('.')[1:]
+        node = config
+        for g in groups:
+          node = node[g]
+        node[leaf] = value
+    out[point['name']] = config
+  return out
+
+
 @pytest.mark.parametrize('get_config, arg', [
     (lm_dense.get_config, 'tiny'), (lm_dense.get_config, 'dense_1b'),
     (lm_moe.get_config, 'tiny'), (lm_moe.get_config, None), (lm_moe.get_config, 'full_10layer'),
-] + [(quickstart.get_config, run) for run in quickstart.RUNS])
+] + [(lambda name: _quickstart_runs()[name], f'{arm}_s0') for arm in quickstart.ARMS])
 def test_training_configs_validate(get_config, arg):
   config = get_config(arg)
   model_config.ModelConfig.from_config(config, vocab_size=259)
@@ -20,11 +37,16 @@ def test_training_configs_validate(get_config, arg):
     assert grown.upcycle.step == 0 and grown.moe.num_experts >= config.moe.num_experts
 
 
-def test_quickstart_runs_share_one_token_budget():
-  configs = [quickstart.get_config(run) for run in quickstart.RUNS]
-  assert len({(c.total_steps, c.batch_size, c.seq_len) for c in configs}) == 1
-  grown = transition.target_config(quickstart.get_config('upcycled'))
-  assert grown.moe.num_experts == quickstart.get_config('fixed2x').moe.num_experts
+def test_quickstart_runs_share_one_token_budget_and_grow_to_fixed_2e():
+  configs = _quickstart_runs()
+  assert len({(c.total_steps, c.batch_size, c.seq_len) for c in configs.values()}) == 1
+  want = configs['fixed2x_s0'].moe
+  for name in ('upcycled_s0', 'sparse_s0'):
+    config = configs[name]
+    config.model.vocab_size = 259
+    grown = transition.target_config(config).moe
+    assert (grown.num_experts, grown.top_k, grown.d_ff) == (want.num_experts, want.top_k,
+                                                            want.d_ff)
 
 
 @pytest.mark.parametrize('module', [dense_to_moe, expand_experts, grow_width, grow_depth])
