@@ -1,0 +1,78 @@
+"""Seed 000's studies end to end at `:small` size: each sweep launches, every
+run finishes, and its report has every row with numbers (CI-sized; the
+full-size runs and their results are in docs/experiments.md)."""
+import json
+import os
+
+import pytest
+
+from experiments.seed000 import table3, table4, table5, table8
+from tests.experiments import runs
+
+
+def _launch(config, workdir, cache):
+  code, out, err = runs.run('experiments.launch', f'--config={config}', f'--workdir={workdir}',
+                            '--parallel=2', cache_dir=cache)
+  assert code == 0, out + err
+
+
+def _report(table, workdir, cache, arg='small'):
+  code, out, err = runs.run('experiments.seed000.report', f'--table={table}',
+                            f'--workdir={workdir}', f'--arg={arg}', cache_dir=cache)
+  assert code == 0, err
+  assert os.path.exists(os.path.join(workdir, 'plots', f'table{table}.png'))
+  return out
+
+
+def _row(out, *cells):
+  """The markdown row that starts with `cells`, split into its cells."""
+  for line in out.splitlines():
+    got = [c.strip() for c in line.strip('|').split('|')]
+    if got[:len(cells)] == [str(c) for c in cells]:
+      return got
+  raise AssertionError(f'no row {cells} in\n{out}')
+
+
+def _numbers(cells):
+  assert cells and all(c != '-' for c in cells), cells
+  return [float(c.split()[0]) for c in cells]
+
+
+@pytest.mark.parametrize('table', ['3', '4', '5', '8'])
+def test_table_sweep_small(tmp_path, jax_cache, table):
+  workdir = str(tmp_path / 'sweep')
+  _launch(f'experiments/seed000/table{table}.py:small', workdir, jax_cache)
+  out = _report(table, workdir, jax_cache)
+  if table == '3':
+    part_a, part_b = table3.rows('small')
+    for tau, _ in part_a:
+      _numbers(_row(out, tau)[2:5])
+    for cpt, _ in part_b:
+      _numbers(_row(out, cpt)[2:5])
+  elif table == '4':
+    for seed, f, names in table4.rows('small'):
+      cells = _row(out, f'seed {seed}', f'{round(100 * f)}%')
+      _numbers([c for c, col in zip(cells[2:], ('fixed', 'fixed2x') + table4.STRATEGIES)
+                if col in names])
+  elif table == '5':
+    for e, _ in table5.rows('small'):
+      _numbers(_row(out, f'{100 * 2 / (2 * e):.2f}% ({2 * e})')[1:5])
+  else:
+    for kind, entries in table8.rows('small').items():
+      for name, _ in entries:
+        _numbers(_row(out, kind, name)[2:4])
+    assert 'Spearman rho' in out
+
+
+def test_quickstart_small(tmp_path, jax_cache):
+  workdir = str(tmp_path / 'qs')
+  code, out, err = runs.run('experiments.quickstart', f'--workdir={workdir}', '--arg=small',
+                            cache_dir=jax_cache)
+  assert code == 0, out + err
+  for label in ('Fixed-E', 'Upcycled E->2E', 'Fixed-2E', 'sparse dense->2E', 'unigram'):
+    assert any(line.strip().startswith(label) for line in out.splitlines()), out
+  assert 'paired gap' in out and 'eta' in out and 'x Fixed-2E' in out
+  assert os.path.exists(os.path.join(workdir, 'quickstart.png'))
+  with open(os.path.join(workdir, 'quickstart.json')) as f:
+    summary = json.load(f)
+  assert all(len(v) == 1 and v[0] is not None for v in summary['losses'].values())
