@@ -184,7 +184,8 @@ def rename(src, dst):
     os.kill(os.getpid(), signal.SIGKILL)
 os.rename = rename
 '''
-  up = [f'--config={harness.CONFIGS}/upcycle/expand_experts.py', f'--src={trained}',
+  # delta=0: the trained source has no router bias to perturb.
+  up = [f'--config={harness.CONFIGS}/upcycle/expand_experts.py:delta=0', f'--src={trained}',
         f'--dst={dst}']
   killed = cli.run('moe_jax.upcycle', *up, '--overwrite', cwd=tmp_path, timeout=300,
                    prelude=kill_after_moving_dst_aside)

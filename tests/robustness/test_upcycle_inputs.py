@@ -108,7 +108,8 @@ ROWS = [
     param('src_nan_params', f'{UP} --src={{copy}} --dst={{tmp}}/x',
           r"checkpoints/3: params\['lm_head'\] holds non-finite values",
           _copy(damage.lm_head_filled, 2, 3, float('nan'))),
-    param('src_loss_overflows', f'{UP} --src={{copy}} --dst={{tmp}}/x',
+    # delta=0: the trained source has no router bias to perturb.
+    param('src_loss_overflows', f'{UP}:delta=0 --src={{copy}} --dst={{tmp}}/x',
           r'checkpoints/3: the function-preservation report is not finite \(loss_before=nan',
           _copy(damage.lm_head_filled, 2, 3, 1e38), rc=1),
 ]
