@@ -15,14 +15,14 @@
 # Seed 000 eq. 4 measures it:
 # eta = (L(Fixed-E) − L(Upcycled)) / (L(Fixed-E) − L(Fixed-2E)).
 #
-# The three runs are `configs/quickstart.py:{fixed,upcycled,fixed2x}` (byte-level
+# The three runs are `configs/arms.py:{fixed,upcycled,fixed2x}` (byte-level
 # Shakespeare, 2 layers, d_model 96, top-2, tau = steps/2).
 #
 # **Defaults and run time.** `STEPS=200` trains three runs of 200 steps of
 # 16×128 tokens: a few minutes on a Colab CPU runtime (2 cores), about a
 # minute on a GPU runtime, much of it compiling (estimates; colab/README.md
 # has the time measured on this project's CPU machine). `experiments.quickstart`
-# runs the same comparison at 600 steps from the command line.
+# runs the same comparison over 3 seeds at 1500 steps from the command line.
 
 # %%
 # Colab: install the package (this repository) first; elsewhere use the installed one.
@@ -47,7 +47,7 @@ import shutil
 
 import matplotlib.pyplot as plt
 
-from configs import quickstart
+from configs import arms
 from experiments import report
 from moe_jax.scaling_laws import cost
 from moe_jax.train import trainer
@@ -55,9 +55,9 @@ from moe_jax.train import trainer
 shutil.rmtree(WORKDIR, ignore_errors=True)   # this notebook's own scratch directory
 RUNS = ('fixed', 'upcycled', 'fixed2x')
 SIZE = f'steps={STEPS},layers={LAYERS},batch={BATCH},seq={SEQ}'
-configs = {name: quickstart.get_config(f'{name},{SIZE}') for name in RUNS}
+configs = {name: arms.get_config(f'{name},{SIZE}') for name in RUNS}
 for name, config in configs.items():
-  print(f'{name:10s} {quickstart.describe(config)}')
+  print(f'{name:10s} {arms.describe(config)}')
 
 # %% [markdown]
 # ## Train the three runs

@@ -16,7 +16,7 @@
 # beat freshly initialised (Kaiming) new experts, after the same continued
 # pre-training (CPT)?
 #
-# One source run (`configs/quickstart.py:fixed`) is grown six ways by the
+# One source run (`configs/arms.py:fixed`) is grown six ways by the
 # upcycle API (`moe_jax.upcycle.run.upcycle_checkpoint`, what `python -m
 # moe_jax.upcycle` runs), and each grown model trains `CPT_STEPS` more steps
 # with a fresh optimizer:
@@ -61,7 +61,7 @@ import shutil
 import matplotlib.pyplot as plt
 import numpy as np
 
-from configs import quickstart
+from configs import arms
 from configs.upcycle import expand_experts
 from experiments import report
 from moe_jax.train import trainer
@@ -70,7 +70,7 @@ from moe_jax.upcycle import run as upcycle_run
 shutil.rmtree(WORKDIR, ignore_errors=True)   # this notebook's own scratch directory
 SIZE = f'layers={LAYERS},batch={BATCH},seq={SEQ}'
 source = os.path.join(WORKDIR, 'source')
-src_last = trainer.train_and_evaluate(quickstart.get_config(f'fixed,steps={STEPS},{SIZE}'), source)
+src_last = trainer.train_and_evaluate(arms.get_config(f'fixed,steps={STEPS},{SIZE}'), source)
 print(f'source (E=4, {STEPS} steps): val_loss {src_last["val_loss"]:.4f}')
 
 # %% [markdown]
@@ -131,7 +131,7 @@ for metric in METRICS:
 # %%
 final = {}
 for name in variants:
-  config = quickstart.get_config(f'fixed2x,steps={CPT_STEPS},{SIZE}')
+  config = arms.get_config(f'fixed2x,steps={CPT_STEPS},{SIZE}')
   final[name] = trainer.train_and_evaluate(config, os.path.join(WORKDIR, name))
 runs = {r['name']: r for r in report.load_runs(WORKDIR)}
 

@@ -16,7 +16,7 @@
 # go to which expert; here the token types are spaces, newlines, punctuation,
 # letters of the 20 most frequent words, and other letters.
 #
-# The run is `configs/quickstart.py:fixed2x` (E=8, top-2, selection-only router
+# The run is `configs/arms.py:fixed2x` (E=8, top-2, selection-only router
 # bias for balance, byte-level Shakespeare). The load statistics come from the
 # trainer's `metrics.jsonl`; the token routing from the router's top-k on
 # validation batches of the final checkpoint (`moe_jax.eval.restore.load`,
@@ -54,7 +54,7 @@ import jax
 import matplotlib.pyplot as plt
 import numpy as np
 
-from configs import quickstart
+from configs import arms
 from experiments import report
 from moe_jax.data import pipeline
 from moe_jax.eval import restore
@@ -62,7 +62,7 @@ from moe_jax.models import router
 from moe_jax.train import trainer
 
 shutil.rmtree(WORKDIR, ignore_errors=True)   # this notebook's own scratch directory
-config = quickstart.get_config(f'fixed2x,steps={STEPS},layers={LAYERS},batch={BATCH},seq={SEQ}')
+config = arms.get_config(f'fixed2x,steps={STEPS},layers={LAYERS},batch={BATCH},seq={SEQ}')
 last = trainer.train_and_evaluate(config, WORKDIR + '/run')
 (run,) = report.load_runs(WORKDIR)
 E = config.moe.num_experts

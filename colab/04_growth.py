@@ -16,7 +16,7 @@
 # §3.2)? Seed 003 finds interposition better than stacking for depth, and
 # width growth exactly function-preserving at alpha = 0.
 #
-# The source is `configs/quickstart.py:fixed` (E=4, top-2) without its
+# The source is `configs/arms.py:fixed` (E=4, top-2) without its
 # selection-only router bias (`moe.use_bias=False`): with the bias, width growth
 # at alpha = 0 is not exact (below). Each growth is
 # `moe_jax.upcycle.run.upcycle_checkpoint` with a `configs/upcycle/` config,
@@ -54,7 +54,7 @@ import shutil
 
 import matplotlib.pyplot as plt
 
-from configs import quickstart
+from configs import arms
 from configs.upcycle import grow_depth, grow_width
 from experiments import report
 from moe_jax.train import trainer
@@ -64,7 +64,7 @@ shutil.rmtree(WORKDIR, ignore_errors=True)   # this notebook's own scratch direc
 SIZE = f'layers={LAYERS},batch={BATCH},seq={SEQ}'
 source = os.path.join(WORKDIR, 'source')
 def config_of(steps):
-  config = quickstart.get_config(f'fixed,steps={steps},{SIZE}')
+  config = arms.get_config(f'fixed,steps={steps},{SIZE}')
   config.moe.use_bias = False
   return config
 
