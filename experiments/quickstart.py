@@ -103,7 +103,7 @@ def text(s):
 
 def plot(workdir, arg, path):
   """Validation loss of every arm (mean over seeds; thin: each seed), tau dotted."""
-  plt = plots._pyplot()   # pylint: disable=protected-access
+  plt = plots.pyplot()
   runs = {r['name']: r for r in report.load_runs(workdir)}
   fig, ax = plt.subplots(figsize=(8, 5))
   for i, arm in enumerate(quickstart.ARMS):
@@ -119,7 +119,7 @@ def plot(workdir, arg, path):
          title='seed 000 at CPU scale: mean over seeds (thin: each seed)')
   ax.legend(fontsize=8)
   fig.tight_layout()
-  plots._save(fig, path)   # pylint: disable=protected-access
+  plots.save(fig, path)
   plt.close(fig)
   return path
 

@@ -18,7 +18,7 @@ ALLOWED = {
     'sharding': {'errors'},
     'parallel': {'errors', 'kernels', 'sharding'},
     'models': {'errors', 'kernels', 'sharding', 'parallel'},
-    'data': {'errors'},
+    'data': {'errors', 'atomic'},
     'workdir': {'errors', 'atomic', 'sharding', 'models'},
     'upcycle': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir'},
     'eval': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir', 'upcycle'},

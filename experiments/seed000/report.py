@@ -197,7 +197,7 @@ def _pm(values):
 
 
 def _plot(number, data, path):
-  plt = plots._pyplot()   # pylint: disable=protected-access
+  plt = plots.pyplot()
   fig, ax = plt.subplots(figsize=(7, 4.5))
   if number == '3':
     pts = [(x, y) for x, y in data['b'] if y is not None]
@@ -230,7 +230,7 @@ def _plot(number, data, path):
   if ax.get_legend_handles_labels()[0]:
     ax.legend(fontsize=7)
   fig.tight_layout()
-  plots._save(fig, path)   # pylint: disable=protected-access
+  plots.save(fig, path)
   plt.close(fig)
   return path
 

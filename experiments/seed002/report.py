@@ -113,7 +113,7 @@ def _grid_plot(cols, laws, by_size, path):
   """Loss against D2, one panel per dense size, one colour per D1: the runs
   (dots), eq. 12 with our joint parameters (solid), eq. 8 fitted to the size
   alone (dashed); seed 002 Fig. 4 / Fig. 6."""
-  plt = plots._pyplot()
+  plt = plots.pyplot()
   up = fits.rows(cols, 'upcycled')
   sizes = np.unique(up['N1'])
   fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4), squeeze=False)
@@ -138,14 +138,14 @@ def _grid_plot(cols, laws, by_size, path):
   fig.suptitle('upcycled runs: eq. 12, joint fit (solid); eq. 8, this size alone (dashed)',
                fontsize=9)
   fig.tight_layout()
-  plots._save(fig, path)
+  plots.save(fig, path)
   plt.close(fig)
   return path
 
 
 def _baseline_plot(cols, laws, path):
   """Dense and MoE-from-scratch loss against D per size with eq. 3 (Table 2's E)."""
-  plt = plots._pyplot()
+  plt = plots.pyplot()
   fig, ax = plt.subplots(figsize=(6, 4.5))
   for k, (kind, marker) in enumerate((('dense', 'o'), ('moe', 's'))):
     part = fits.rows(cols, kind)
@@ -164,7 +164,7 @@ def _baseline_plot(cols, laws, path):
   ax.title.set_fontsize(9)
   ax.legend(fontsize=7)
   fig.tight_layout()
-  plots._save(fig, path)
+  plots.save(fig, path)
   plt.close(fig)
   return path
 
@@ -219,7 +219,7 @@ def ablations_report(sweep_dir, arg):
 def curves_plot(runs, names, labels, path, title, cv=False):
   """Validation loss (top), learning rate and, with `cv`, the expert load CV
   (mean over MoE layers) against the run's steps."""
-  plt = plots._pyplot()
+  plt = plots.pyplot()
   rows = 3 if cv else 2
   fig, axes = plt.subplots(rows, 1, figsize=(7, 3 + 1.5 * rows), sharex=True,
                            gridspec_kw=dict(height_ratios=(3,) + (1,) * (rows - 1)))
@@ -242,7 +242,7 @@ def curves_plot(runs, names, labels, path, title, cv=False):
     axes[2].set(ylabel='load CV')
   axes[-1].set(xlabel='step of the run')
   fig.tight_layout()
-  plots._save(fig, path)
+  plots.save(fig, path)
   plt.close(fig)
   return path
 

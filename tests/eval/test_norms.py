@@ -113,7 +113,7 @@ def test_inspect_compares_checkpoints_and_refuses_bad_input(tmp_path):
                                         str(tmp_path / 'cmp.png'))
   assert {l.split()[0] for l in text.splitlines()[1:]} == {'a@3', 'b@5'}
   assert os.path.getsize(png) > 0
-  with pytest.raises(ConfigError, match='nothing to inspect: pass --norms'):
+  with pytest.raises(ConfigError, match='pass exactly one of --norms and --routing'):
     inspect_cli.run([a], False, '')
   with pytest.raises(ConfigError, match='does not exist'):
     inspect_cli.run([str(tmp_path / 'missing')], True, '')
