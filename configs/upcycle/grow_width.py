@@ -5,7 +5,8 @@ their router rows get Gaussian noise alpha * sigma of the originals.
       --src=/tmp/moe --dst=/tmp/moe_wide
 
 With alpha=0 and softmax scores the grown model computes exactly the source's
-function (also with sigmoid scores when moe.renormalize=True).
+function (also with sigmoid scores when moe.renormalize=True), with or without
+the selection bias (moe.use_bias; copies get bias/m under softmax scores).
 """
 import ml_collections
 

@@ -36,9 +36,12 @@ Recipes and their args (defaults in brackets):
   grow_width      E -> mE and k -> mk (seed 003 §3.2, m=2 there). alpha
                   [0.01]: N(0, (alpha sigma_orig)^2) on the new experts (sigma
                   of each source matrix) and their router columns (sigma of
-                  the router), layout [append]. Exact at alpha=0 with softmax
-                  scores (any order, renormalised or not) and with sigmoid
-                  scores when renormalize=True; not exact with sigmoid and
+                  the router), layout [append]. Selection biases (use_bias)
+                  are copied, divided by m under softmax_then_topk with
+                  softmax scores (each copy holds 1/m of the score). Exact at
+                  alpha=0, biases included, with softmax scores (any order,
+                  renormalised or not) and with sigmoid scores when
+                  renormalize=True; not exact with sigmoid and
                   renormalize=False (each copy keeps the full gate, so the
                   layer output doubles).
   grow_depth      method [interpose] | stack | dus, factor [2], percent
@@ -194,11 +197,16 @@ def grow_width(src, dst, args):
             for i, k in enumerate(layout.layer_kinds(src)) if k == 'moe'}
   slots = {layer: layout.replica_slots(c, a['layout']) for layer, c in counts.items()}
   lam = dict(lam=a['alpha'])
+  # Softmax over mE copied logits gives each copy 1/m of its source's score;
+  # selection by score + bias (router.select) keeps its order only if the bias
+  # shrinks with it. Sigmoid scores and topk_then_softmax logits are not split.
+  split = dst.moe.score == 'softmax' and dst.moe.order == 'softmax_then_topk'
   rules = (
       Rule(r'layers_\d+/moe/experts/(wi_0|wi_1|wo)', (r'\g<0>',),
                    ops.replicate_experts(slots, 'copy_noise', lam)),
       Rule(r'layers_\d+/moe/router/(w|bias)', (r'\g<0>',),
-                   ops.extend_router(slots, 'perturb_new_only', lam)),
+                   ops.extend_router(slots, 'perturb_new_only', lam,
+                                     bias_scale=1 / m if split else 1.0)),
       _copy_rest(),
   )
   return Recipe('grow_width', rules, a, a['opt_policy'])

@@ -2,8 +2,9 @@
 
 Exact: dense -> MoE with copied experts when the gates sum to 1; E -> mE with
 k -> mk and copied router columns (grow_width, alpha=0) under softmax scores
-and under renormalised sigmoid scores. Not exact: grow_width with sigmoid
-scores and no renormalisation (copies keep full gates), and expand_experts
+and under renormalised sigmoid scores, with nonzero selection biases. Not
+exact: grow_width with sigmoid scores and no renormalisation (copies keep full
+gates), and expand_experts
 with top-k fixed (copies tie and push out the next-best expert); for those the
 tests check the gap is real and report it.
 """
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from moe_jax.models import config as model_config, transformer
-from moe_jax.upcycle import mapping, recipes
+from moe_jax.upcycle import mapping, paths, recipes
 from tests.upcycle import toy
 
 
@@ -27,7 +28,7 @@ def _tokens():
 def _gap(src_c, dst_c, name, args, seed=0):
   tokens = _tokens()
   src_model, dst_model = _model(src_c), _model(dst_c)
-  src = src_model.init(jax.random.key(seed), tokens)['params']
+  src = _random_biases(src_model.init(jax.random.key(seed), tokens)['params'], seed)
   abstract = jax.eval_shape(lambda: dst_model.init(jax.random.key(0), tokens)['params'])
   recipe = recipes.build(name, src_c, dst_c, args)
   dst = mapping.transform(recipe, src, abstract, jax.random.key(seed + 1))
@@ -35,6 +36,16 @@ def _gap(src_c, dst_c, name, args, seed=0):
   got, _ = dst_model.apply({'params': dst}, tokens)
   assert np.all(np.isfinite(got))
   return float(np.max(np.abs(np.asarray(got) - np.asarray(want))))
+
+
+def _random_biases(params, seed):
+  # Selection biases init to 0, which would hide how a recipe maps them; draw
+  # them at the scale of the scores (~1/E) so that a wrong bias changes picks.
+  rng = np.random.default_rng(seed)
+  flat = paths.flatten(params)
+  flat.update({k: (0.1 * rng.normal(size=v.shape)).astype(v.dtype)
+               for k, v in flat.items() if k.endswith('router/bias')})
+  return paths.unflatten(flat)
 
 
 def _moe(**kw):
@@ -67,7 +78,9 @@ def test_dense_to_moe_exact_copies(every):
 def test_grow_width_alpha0_exact(score, order, renormalize):
   kw = dict(score=score, order=order, renormalize=renormalize, use_bias=True)
   src, dst = _moe(num_experts=4, top_k=1, **kw), _moe(num_experts=8, top_k=2, **kw)
-  assert _gap(src, dst, 'grow_width', dict(alpha=0.0)) < 1e-5
+  gap = _gap(src, dst, 'grow_width', dict(alpha=0.0))
+  print(f'grow_width {score} {order} renormalize={renormalize}: max |dlogits| = {gap:.3g}')
+  assert gap < 1e-5
 
 
 @pytest.mark.slow
