@@ -5,6 +5,8 @@ import json
 import os
 import shutil
 
+import pytest
+
 from tests.robustness import damage, harness
 
 CFG = os.path.join(os.path.dirname(__file__), 'tiny_config.py')
