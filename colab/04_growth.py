@@ -17,8 +17,8 @@
 # width growth exactly function-preserving at alpha = 0.
 #
 # The source is `configs/arms.py:fixed` (E=4, top-2) without its
-# selection-only router bias (`moe.use_bias=False`): with the bias, width growth
-# at alpha = 0 is not exact (below). Each growth is
+# selection-only router bias (`moe.use_bias=False`), so the runs here train
+# as they did when this notebook was measured. Each growth is
 # `moe_jax.upcycle.run.upcycle_checkpoint` with a `configs/upcycle/` config,
 # which also measures the loss before and after and max |delta logits| on
 # validation batches. Each grown model then trains `CPT_STEPS` more steps, and
@@ -75,10 +75,9 @@ print(f'source ({LAYERS} layers, E=4, top-2): val_loss {src_last["val_loss"]:.4f
 # %% [markdown]
 # ## Grow, and check function preservation
 # `width_alpha0` is width growth without noise: it must compute the source's
-# function (max |delta logits| at float32 rounding). It does so only without a
-# selection bias: each copy gets half its expert's softmax score but keeps the
-# whole bias, so `top-2k of score/2 + bias` can pick other experts than `top-k
-# of score + bias` (a source with `use_bias=True` gave max |delta logits| 0.07).
+# function (max |delta logits| at float32 rounding), with a selection bias too:
+# each copy gets half its expert's softmax score and half its bias, so the
+# top-2k of the copies are exactly the copies of the source's top-k.
 # Depth growth adds layers, so it is not function-preserving; the loss jump
 # says by how much.
 
