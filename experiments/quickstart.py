@@ -78,7 +78,7 @@ def text(s):
   out.append(f'  {"unigram":<18}{s["unigram_entropy"]:.4f}            (entropy of the '
              'validation split: a model that ignores context)')
   g = s['gap']
-  out.append(f'\npaired gap val(Fixed-E) - val(Fixed-2E) per seed: '
+  out.append('\npaired gap val(Fixed-E) - val(Fixed-2E) per seed: '
              + ', '.join(f'{x:+.4f}' for x in g['per_seed'])
              + f'\n  mean {g["mean"]:+.4f}, standard error {g["se"]:.4f}: '
              + ('Fixed-2E is better in every seed by more than 2 standard errors'

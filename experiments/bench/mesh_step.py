@@ -23,7 +23,6 @@ import math
 import time
 
 import jax
-import jax.numpy as jnp
 import jaxlib
 import numpy as np
 

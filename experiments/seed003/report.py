@@ -84,9 +84,8 @@ def depth(runs, plot_dir):
   png = _figure(os.path.join(plot_dir, 'seed003_depth.png'), [
       lambda ax, s=s: _curves(ax, [runs[f'{m}@{s}'] for m in ('interpose', 'stack')],
                               f'grown at step {s}', runs.get(common.BASE))
-      for s in sorted(gaps, reverse=True)])
-  names = [common.BASE] + [f'{m}@{s}' for s in sorted(gaps, reverse=True)
-                           for m in ('interpose', 'stack')]
+      for s in steps])
+  names = [common.BASE] + [f'{m}@{s}' for s in steps for m in ('interpose', 'stack')]
   profiles = {n: analysis.norm_profile(runs[n]) for n in names if n in runs}
   norm_png = _figure(os.path.join(plot_dir, 'seed003_norms.png'),
                      [lambda ax: _profiles(ax, profiles)], width=6)
