@@ -24,7 +24,7 @@ import time
 
 from experiments import hyper, sweep
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import files
+from moe_jax.workdir import files, lineage
 
 LOG_FILE, STATUS_FILE = 'log.txt', 'status.json'
 BENCHMARKS = 'benchmarks'   # RUN/benchmarks.<i>.jsonl: what the run's evaluations printed
@@ -139,12 +139,14 @@ def _resume(step_dir, run_dir):
   """Copies another run's checkpoint (and tokenizer) into the run, where the
   trainer resumes from it. Files are hard links where the filesystem allows:
   checkpoints are never written again, and pruning one link keeps the other.
-  The parent's run.json comes too: the trainer keeps its `source`, so a branch
-  of an upcycled run still says which dense checkpoint (D1 tokens) it grew from."""
+  The parent's run.json and lineage.json come too: the trainer keeps the
+  recorded source and cuts the lineage at the step it resumes from, so a branch
+  of an upcycled run (between checkpoints or in the run) still says what it
+  grew from and after how many tokens (collect's D1)."""
   staging = os.path.join(run_dir, _STAGING)
   shutil.rmtree(staging, ignore_errors=True)
   parent = os.path.dirname(os.path.dirname(step_dir))
-  for name in ('tokenizer.json', files.RUN):   # a BPE's tokenizer; the source record
+  for name in ('tokenizer.json', files.RUN, lineage.FILE):   # a BPE's tokenizer; the records
     if os.path.exists(os.path.join(parent, name)):
       shutil.copy(os.path.join(parent, name), run_dir)
   shutil.copytree(step_dir, os.path.join(staging, 'checkpoints', os.path.basename(step_dir)),

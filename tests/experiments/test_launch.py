@@ -114,6 +114,10 @@ def test_children_start_from_their_parents_checkpoints(tmp_path, jax_cache):
   # The branch goes on from the parent's step 2 with the parent's config: it
   # retraces the parent's steps 3 and 4 exactly (optimizer state and data position too).
   assert sorted(os.listdir(os.path.join(workdir, 'branch', 'checkpoints'))) == ['2', '4']
+  # ... and continues the parent's lineage (so a branch of a grown run stays grown).
+  with open(os.path.join(workdir, 'branch', 'lineage.json')) as f:
+    stages = json.load(f)['stages']
+  assert [s['workdir'] for s in stages] == [os.path.join(workdir, 'dense')]
   # The run not asked for waits, its placeholder resolved to the parent's directory.
   code, out, _ = runs.run('experiments.launch', *args, '--dry_run', cache_dir=jax_cache)
   assert code == 0 and '  continued  [to run]  after dense' in out
