@@ -18,7 +18,7 @@ the script end to end; its timings mean nothing. One process only.
 """
 import argparse
 import datetime
-import json
+import itertools
 import math
 import time
 
@@ -27,6 +27,7 @@ import jaxlib
 import numpy as np
 
 from configs import common
+from experiments.bench import moe_layer
 from moe_jax import sharding
 from moe_jax.errors import ConfigError
 from moe_jax.models import accounting
@@ -79,6 +80,7 @@ def make_config(grid, num_experts, top_k, sizes):
   common.apply_preset(config, grid['preset'])
   if num_experts:
     config.moe.update(num_experts=num_experts, top_k=top_k)
+  config.moe.dispatch = grid['dispatch']
   config.model.vocab_size = config.model.vocab_size or grid['vocab_size']
   config.model.dtype = grid['dtype']
   n = math.prod(sizes.values())
@@ -121,17 +123,19 @@ def bench_mesh(config, warmup, reps):
 
 def run_row(grid, args, sizes):
   config, n = make_config(grid, args.experts, args.top_k, sizes)
-  row = dict(mesh=sizes, devices=n, global_batch=config.batch_size, seq_len=config.seq_len)
+  row = dict(preset=grid['preset'], dispatch=grid['dispatch'], mesh=sizes, devices=n,
+             global_batch=config.batch_size, seq_len=config.seq_len)
   try:
     seconds, first, flops, loss = bench_mesh(config, grid['warmup'], grid['reps'])
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as err:  # pylint: disable=broad-except
     # One mesh failing (out of memory on too few devices) must not lose the rest.
-    row['error'] = f'{type(e).__name__}: {str(e).splitlines()[0][:200]}'
+    row['error'] = f'{type(err).__name__}: {str(err).splitlines()[0][:200]}'
     return row
   tokens_per_s = config.batch_size * config.seq_len / seconds
+  tflops = tokens_per_s * flops / n / 1e12
   return dict(row, step_ms=seconds * 1e3, warmup_s=first, tokens_per_s=tokens_per_s,
-              tokens_per_s_per_device=tokens_per_s / n,
-              tflops_per_device=tokens_per_s * flops / n / 1e12, loss=loss)
+              tokens_per_s_per_device=tokens_per_s / n, tflops_per_device=tflops,
+              mfu=tflops * 1e12 / grid['peak'] if grid['peak'] else None, loss=loss)
 
 
 def main(argv=None):
@@ -139,45 +143,55 @@ def main(argv=None):
   ap.add_argument('--out', required=True, help='results JSON path')
   ap.add_argument('--small', action='store_true', help='tiny model: CPU smoke run')
   ap.add_argument('--meshes', default='', help="'data=2,expert=4;fsdp=8' (default: a grid)")
-  ap.add_argument('--preset', default=None, help='model preset (moe_jax/models/presets.py)')
+  ap.add_argument('--preset', default=None,
+                  help='model preset(s) (moe_jax/models/presets.py), e.g. 8x15m,8x44m')
+  ap.add_argument('--dispatch', default='auto',
+                  help="moe.dispatch value(s), e.g. 'einsum,ragged,pallas'")
   ap.add_argument('--experts', type=int, default=8, help='moe.num_experts (0: the preset\'s)')
   ap.add_argument('--top_k', type=int, default=2)
   ap.add_argument('--seq_len', type=int, default=None)
   ap.add_argument('--batch_per_device', type=int, default=None)
   args = ap.parse_args(argv)
   grid = dict(SMALL if args.small else FULL)
-  grid.update({k: v for k, v in dict(preset=args.preset, seq_len=args.seq_len,
+  grid.update({k: v for k, v in dict(seq_len=args.seq_len,
                                      batch_per_device=args.batch_per_device).items() if v})
   if jax.process_count() > 1:
     raise ConfigError('mesh_step runs in one process; start it on one host')
   meshes = parse_meshes(args.meshes) or default_meshes(jax.device_count(), args.experts)
 
   dev = jax.devices()[0]
+  grid['peak'] = next((p for name, p in moe_layer.PEAK_FLOPS if name in dev.device_kind), None)
   meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
               jax=jax.__version__, jaxlib=jaxlib.__version__, platform=dev.platform,
               device=dev.device_kind, device_count=jax.device_count(), grid=grid,
               experts=args.experts, top_k=args.top_k,
+              mfu='6*N_active*tokens/s (+ attention, models/accounting.py) over the '
+                  'nominal dense bf16 peak of the device',
               timing=(f'trainer train_step (jitted, donated state), {grid["warmup"]} warm-up '
                       f'steps incl. compile, then {grid["reps"]} steps each followed by '
                       'block_until_ready; median reported'))
   rows = []
-  for sizes in meshes:
-    rows.append(run_row(grid, args, sizes))
-    base = next((r for r in rows if 'error' not in r), None)
-    if base and 'error' not in rows[-1]:
-      rows[-1]['efficiency'] = rows[-1]['tokens_per_s_per_device'] / base['tokens_per_s_per_device']
-    print(_line(rows[-1]), flush=True)
-  with open(args.out, 'w') as f:
-    json.dump(dict(meta=meta, results=rows), f, indent=2)
+  presets = (args.preset or grid['preset']).split(',')
+  for preset, dispatch in itertools.product(presets, args.dispatch.split(',')):
+    runs = dict(grid, preset=preset, dispatch=dispatch)
+    first = len(rows)
+    for sizes in meshes:
+      rows.append(run_row(runs, args, sizes))
+      base = next((r for r in rows[first:] if 'error' not in r), None)
+      if base and 'error' not in rows[-1]:
+        rows[-1]['efficiency'] = rows[-1]['tokens_per_s_per_device'] / base['tokens_per_s_per_device']
+      print(_line(rows[-1]), flush=True)
+      moe_layer.write_json(args.out, dict(meta=meta, results=rows))
 
 
 def _line(row):
-  mesh = ','.join(f'{k}={v}' for k, v in row['mesh'].items())
+  mesh = f"{row['preset']} {row['dispatch']} " + ','.join(f'{k}={v}' for k, v in row['mesh'].items())
   if 'error' in row:
     return f'{row["devices"]:>3} {mesh:<28} error: {row["error"]}'
-  return (f'{row["devices"]:>3} {mesh:<28} step {row["step_ms"]:9.2f} ms  '
+  mfu = f'  MFU {row["mfu"]:.3f}' if row['mfu'] else ''
+  return (f'{row["devices"]:>3} {mesh:<40} step {row["step_ms"]:9.2f} ms  '
           f'{row["tokens_per_s"]:12.0f} tok/s  {row["tokens_per_s_per_device"]:10.0f} tok/s/dev  '
-          f'eff {row["efficiency"]:.2f}')
+          f'eff {row["efficiency"]:.2f}{mfu}')
 
 
 if __name__ == '__main__':

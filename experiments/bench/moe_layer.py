@@ -138,12 +138,36 @@ def _rel_err(a, b):
   return float(jnp.linalg.norm(a - b) / jnp.maximum(jnp.linalg.norm(b), 1e-30))
 
 
+# Tokens per call of the ragged reference: jax.lax.ragged_dot lowers densely
+# on GPU (every expert's output for every row), which at T = 4096, E = 64,
+# F = 4096 asked for 72 GiB in one allocation on an 80 GB H100.
+CHECK_CHUNK = 1024
+
+
+def _reference(fwd, fwd_bwd, args, ct):
+  """ragged's output and gradients, CHECK_CHUNK tokens at a time. The loss is
+  a sum over tokens, so the weight gradients are sums over chunks (in f32)."""
+  x, idx, gates, *ws = args
+  ys, gxs, ggs, gws = [], [], [], None
+  for s in range(0, x.shape[0], CHECK_CHUNK):
+    part = (x[s:s + CHECK_CHUNK], idx[s:s + CHECK_CHUNK],
+            gates[s:s + CHECK_CHUNK], *ws)
+    ys.append(fwd['ragged'](*part))
+    gx, gg, *gw = fwd_bwd['ragged'](ct[s:s + CHECK_CHUNK], *part)
+    gxs.append(gx)
+    ggs.append(gg)
+    gw = [g.astype(jnp.float32) for g in gw]
+    gws = gw if gws is None else [a + g for a, g in zip(gws, gw)]
+  return jnp.concatenate(ys), [jnp.concatenate(gxs), jnp.concatenate(ggs),
+                               *gws]
+
+
 def _check(fwd, fwd_bwd, args, ct):
   """Relative L2 error of the Pallas output and gradients against ragged."""
-  errs = {'y': _rel_err(fwd['pallas'](*args), fwd['ragged'](*args))}
+  want_y, want_grads = _reference(fwd, fwd_bwd, args, ct)
+  errs = {'y': _rel_err(fwd['pallas'](*args), want_y)}
   names = ('x', 'gates', 'wi_0', 'wi_1', 'wo')
-  for name, got, want in zip(names, fwd_bwd['pallas'](ct, *args),
-                             fwd_bwd['ragged'](ct, *args)):
+  for name, got, want in zip(names, fwd_bwd['pallas'](ct, *args), want_grads):
     errs[name] = _rel_err(got, want)
   return dict(rel_err=errs, rtol=CHECK_RTOL,
               ok=all(v <= CHECK_RTOL for v in errs.values()))
@@ -153,8 +177,8 @@ def _ms(seconds):
   return {n: v * 1e3 if isinstance(v, float) else v for n, v in seconds.items()}
 
 
-def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
-  """All measurements for one grid point."""
+def _inputs(key, t, d, f, e, k, routing, dtype):
+  """(x, idx, gates, w0, w1, wo) and a cotangent for one grid point."""
   ks = jax.random.split(key, 6)
   idx_Tk, gates_Tk = _routing(ks[0], routing, t, e, k)
   x_TD = jax.random.normal(ks[1], (t, d), dtype)
@@ -162,7 +186,38 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
         jax.random.normal(ks[3], (e, d, f), dtype) / d**0.5,
         jax.random.normal(ks[4], (e, f, d), dtype) / f**0.5]
   args = (x_TD, idx_Tk, gates_Tk.astype(dtype), *ws)
-  ct = jax.random.normal(ks[5], (t, d), jnp.float32)
+  return args, jax.random.normal(ks[5], (t, d), jnp.float32)
+
+
+def _sorted_rows(x_TD, idx_Tk, num_experts):
+  """The k routed copies of each token sorted by expert, unpadded, and the
+  group sizes: the operands of a `ragged_dot`-style grouped matmul."""
+  order = jnp.argsort(idx_Tk.reshape(-1), stable=True)
+  counts_E = jnp.bincount(idx_Tk.reshape(-1), length=num_experts)
+  return x_TD[order // idx_Tk.shape[1]], counts_E.astype(jnp.int32)
+
+
+def _peer_gmms():
+  """The grouped matmuls to compare ours with: XLA's `ragged_dot`, and the
+  Pallas kernels of `tokamax` where it is installed (optional, GPU peer)."""
+  peers = {'ragged_dot': jax.jit(jax.lax.ragged_dot)}
+  try:
+    import tokamax  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return peers
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  if not flags.FLAGS.is_parsed():   # tokamax reads absl flags at call time
+    flags.FLAGS.mark_as_parsed()
+  for impl in ('triton', 'mosaic'):
+    peers[f'tokamax_{impl}'] = jax.jit(functools.partial(
+        tokamax.ragged_dot, implementation=impl))
+  return peers
+
+
+def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
+  """All measurements for one grid point."""
+  args, ct = _inputs(key, t, d, f, e, k, routing, dtype)
+  x_TD, idx_Tk, gates_Tk, *ws = args
   # Dense FFN on the T*k routed rows with expert 0's weights: equal FLOPs.
   x_MD = jnp.repeat(x_TD, k, axis=0)
   dense_args = (x_MD, ws[0][0], ws[1][0], ws[2][0])
@@ -175,8 +230,8 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
   dense_fwd, dense_grad = _fwd_and_grad(_dense_ffn, (0, 1, 2, 3))
   try:
     check = _check(fwd, fwd_bwd, args, ct)
-  except Exception as e:  # pylint: disable=broad-except
-    check = dict(ok=False, error=f'{type(e).__name__}: {str(e)[:200]}')
+  except Exception as err:  # pylint: disable=broad-except
+    check = dict(ok=False, error=f'{type(err).__name__}: {str(err)[:200]}')
   fwd_s = _measure({'dense': dense_fwd}, dense_args, warmup, reps)
   fwd_s.update(_measure(fwd, args, warmup, reps))
   bwd_s = _measure({'dense': dense_grad}, (ct_dense, *dense_args), warmup,
@@ -193,6 +248,9 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
       (x_RD, ws[0], r), warmup, reps)
   pieces.update(_measure({'dense_matmul': jax.jit(jnp.matmul)},
                          (x_MD, ws[0][0]), warmup, reps))
+  rows_MD, sizes_E = _sorted_rows(x_TD, idx_Tk, e)
+  peers = _peer_gmms()
+  pieces.update(_measure(peers, (rows_MD, ws[0], sizes_E), warmup, reps))
   pieces.update(_measure({'dispatch': jax.jit(lambda x, i: permute.dispatch(
       x, dispatch_lib.route(i, e, b.tile_m), b))}, (x_TD, idx_Tk), warmup,
                          reps))
@@ -215,6 +273,8 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
       ratios=dict(
           gmm_vs_dense_throughput=_ratio(pieces['dense_matmul'],
                                          pieces['gmm']),
+          **{f'gmm_speedup_vs_{n}': _ratio(pieces[n], pieces['gmm'])
+             for n in peers},
           fwd_vs_dense_throughput=_ratio(fwd_s['dense'], p_fwd),
           fwd_bwd_vs_dense_throughput=_ratio(bwd_s['dense'], p_fb),
           fwd_bwd_vs_time_bound=(_ratio(flops_fb / peak, p_fb) if peak
@@ -230,6 +290,42 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
           combine=_ratio((row_bytes + row_bytes // k) / 1e9,
                          pieces['combine'])),
   )
+
+
+def tune_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps):
+  """Pallas forward, forward+backward and grouped matmul alone at one tile
+  setting (`--tiles`), for choosing the GPU preset per shape."""
+  args, ct = _inputs(key, t, d, f, e, k, routing, dtype)
+  fwd, fwd_bwd = _fwd_and_grad(functools.partial(moe_ffn_lib.moe_ffn,
+                                                 backend=b), (0, 2, 3, 4, 5))
+  r = jax.jit(lambda i: dispatch_lib.route(i, e, b.tile_m))(args[1])
+  x_RD = jax.jit(lambda x, r: permute.dispatch(x, r, b))(args[0], r)
+  times = _measure({'fwd': fwd}, args, warmup, reps)
+  times.update(_measure({'fwd_bwd': fwd_bwd}, (ct, *args), warmup, reps))
+  times.update(_measure({'gmm': jax.jit(lambda x, w, r: gmm_lib.gmm_raw(
+      x, w, r, b))}, (x_RD, args[3], r), warmup, reps))
+  return dict(tokens=t, d_model=d, d_ff=f, experts=e, top_k=k,
+              routing=routing, tiles=_tiles(b), ms=_ms(times),
+              fwd_bwd_tflops=_ratio(18 * t * k * d * f / 1e12,
+                                    times['fwd_bwd']))
+
+
+def _tiles(b):
+  return dict(m=b.tile_m, n=b.tile_n, k=b.tile_k, w=b.tile_w,
+              warps=b.num_warps, stages=b.num_stages)
+
+
+def _tile_sets(text):
+  """'128:256:64:128:8:3,...' -> tile overrides (m:n:k:w:warps:stages)."""
+  names = ('tile_m', 'tile_n', 'tile_k', 'tile_w', 'num_warps', 'num_stages')
+  try:
+    sets = [dict(zip(names, [int(v) for v in one.split(':')], strict=True))
+            for one in text.split(',')]
+  except ValueError:
+    raise argparse.ArgumentTypeError(
+        f'{text!r} is not a list like 128:256:64:128:8:3 '
+        '(m:n:k:w:warps:stages)')
+  return tuple(sets)
 
 
 def copy_bandwidth(num_bytes, warmup, reps):
@@ -252,7 +348,7 @@ def _pairs(text):
     raise argparse.ArgumentTypeError(f'{text!r} is not a list like 8:2,64:8')
 
 
-def _write(path, payload):
+def write_json(path, payload):
   """Replaces `path` whole (write, then rename), so a killed run leaves the
   last complete JSON rather than a torn one."""
   tmp = f'{path}.tmp'
@@ -272,6 +368,9 @@ def main(argv=None):
   ap.add_argument('--experts_k', type=_pairs, help='e.g. 8:2,64:8')
   ap.add_argument('--routing', type=lambda v: tuple(v.split(',')),
                   help='uniform,skewed')
+  ap.add_argument('--tiles', type=_tile_sets,
+                  help='tune instead: time the Pallas path alone at each '
+                  'm:n:k:w:warps:stages, e.g. 128:256:64:128:8:3,64:128:64:128:4:3')
   args = ap.parse_args(argv)
   grid = dict(SMALL if args.small else FULL, routing=ROUTINGS)
   for name in ('tokens', 'd_ff', 'experts_k', 'routing'):
@@ -289,7 +388,7 @@ def main(argv=None):
       date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
       jax=jax.__version__, jaxlib=jaxlib.__version__, platform=dev.platform,
       device=dev.device_kind, device_count=jax.device_count(),
-      pallas_backend=b.name, tiles=dict(m=b.tile_m, n=b.tile_n, k=b.tile_k),
+      pallas_backend=b.name, tiles=_tiles(b),
       dtype=args.dtype, small=args.small, nominal_peak_flops=peak,
       grid={n: grid[n] for n in ('tokens', 'd_model', 'd_ff', 'experts_k',
                                  'routing')},
@@ -306,10 +405,19 @@ def main(argv=None):
   key = jax.random.PRNGKey(0)
   for t, d, f, (e, k), routing in cases:
     key, sub = jax.random.split(key)
+    if args.tiles:
+      for tiles in args.tiles:
+        case = tune_case(sub, t, d, f, e, k, routing,
+                         backend_lib.resolve(args.backend, **tiles),
+                         jnp.dtype(args.dtype), grid['warmup'], grid['reps'])
+        results.append(case)
+        write_json(args.out, dict(meta=meta, tuning=results))
+        print(json.dumps(case), flush=True)
+      continue
     case = bench_case(sub, t, d, f, e, k, routing, b, jnp.dtype(args.dtype),
                       grid['warmup'], grid['reps'], peak)
     results.append(case)
-    _write(args.out, dict(meta=meta, results=results))
+    write_json(args.out, dict(meta=meta, results=results))
     print(json.dumps({n: case[n] for n in ('tokens', 'd_ff', 'experts',
                                            'top_k', 'routing', 'check',
                                            'fwd_bwd_ms', 'ratios')}),

@@ -26,7 +26,8 @@ class Backend:
   tile_m rows of the expert-sorted buffer form one grouped-matmul tile; every
   expert group is padded to a multiple of it, so it also bounds the padding
   (< tile_m rows per expert). tile_n / tile_k are preferred output and
-  contraction tiles, tile_t tokens form one combine tile, tile_d columns one
+  contraction tiles, tile_w both output tiles of the weight gradient (tile_n
+  when None), tile_t tokens form one combine tile, tile_d columns one
   gather/combine tile; `tile` shrinks each to a block width that divides
   the array and that the kernel language accepts.
   """
@@ -38,6 +39,7 @@ class Backend:
   tile_k: int
   tile_t: int
   tile_d: int
+  tile_w: int | None = None
   min_tile: int = 1      # tl.dot needs every dot dimension >= 16 on GPU
   num_warps: int = 4
   num_stages: int = 3
@@ -92,9 +94,13 @@ class Backend:
 
 
 _PRESETS = {
-    'gpu': Backend('gpu', False, 'triton', tile_m=128, tile_n=128, tile_k=64,
-                   tile_t=32, tile_d=256, min_tile=16, num_warps=8,
-                   num_stages=3),
+    # tile_n 256 made the grouped matmul 1.55x faster than 128 on an H100
+    # (T 16384, D 2048, F 4096, E 8, k 2); the weight gradient holds two
+    # output-sized operand tiles a stage, so it keeps 128 to keep 3 stages
+    # (docs/benchmarks.md, GPU tuning).
+    'gpu': Backend('gpu', False, 'triton', tile_m=128, tile_n=256, tile_k=64,
+                   tile_t=32, tile_d=256, tile_w=128, min_tile=16,
+                   num_warps=8, num_stages=3),
     'tpu': Backend('tpu', False, 'mosaic', tile_m=256, tile_n=512, tile_k=512,
                    tile_t=256, tile_d=512),
     # Small tiles so tiny test shapes still span several tiles and groups.
@@ -135,10 +141,31 @@ def resolve(backend=None, **overrides):
   return dataclasses.replace(_PRESETS[backend], **overrides)
 
 
-def compiler_params(b):
-  """Triton launch settings on GPU; None elsewhere (Mosaic sets its own)."""
+# Shared memory one Triton block may use, by CUDA compute capability (the
+# opt-in maximum per block); unknown devices get the smallest common value.
+_SMEM_PER_BLOCK = {'9.0': 227 * 1024, '8.0': 163 * 1024, '8.7': 163 * 1024}
+_SMEM_DEFAULT = 99 * 1024
+
+
+def _smem_per_block():
+  cc = getattr(jax.devices()[0], 'compute_capability', None)
+  return _SMEM_PER_BLOCK.get(str(cc), _SMEM_DEFAULT)
+
+
+def compiler_params(b, stage_bytes=0):
+  """Triton launch settings on GPU; None elsewhere (Mosaic sets its own).
+
+  stage_bytes is what one pipeline stage of a matmul kernel holds in shared
+  memory (its two operand tiles). Triton buffers num_stages of them, so the
+  stages are cut to what fits one block: the f32 weight-gradient kernel at the
+  GPU tiles needs 128 KiB a stage, and three stages failed to launch on an H100
+  (262144 bytes requested, 232448 available; docs/benchmarks.md).
+  """
   if b.name != 'gpu':
     return None
   # Imported here: jaxlib builds without Triton support only fail on GPU use.
   from jax.experimental.pallas import triton as plgpu  # pylint: disable=g-import-not-at-top
-  return plgpu.CompilerParams(num_warps=b.num_warps, num_stages=b.num_stages)
+  stages = b.num_stages
+  if stage_bytes:
+    stages = max(1, min(stages, _smem_per_block() // stage_bytes))
+  return plgpu.CompilerParams(num_warps=b.num_warps, num_stages=stages)

@@ -99,7 +99,9 @@ def gmm_raw(lhs_RK, rhs, routing, b, transpose_rhs=False, out_dtype=None):
                 pl.no_block_spec],
       out_specs=pl.BlockSpec((tm, tn), lambda m, n: (m, n)),
       interpret=b.interpret,
-      compiler_params=backend_lib.compiler_params(b),
+      compiler_params=backend_lib.compiler_params(
+          b, (tm * tk + tk * tn) * max(lhs_RK.dtype.itemsize,
+                                        rhs.dtype.itemsize)),
       name='moe_gmm',
   )(routing.tile_group_M, routing.num_tiles, lhs_RK, rhs)
 
@@ -111,8 +113,9 @@ def tgmm_raw(lhs_RK, dout_RN, routing, b, out_dtype):
   k_dim, n_dim = lhs_RK.shape[1], dout_RN.shape[1]
   num_experts = routing.counts_E.shape[0]
   # Both output dims are tiled like an output column tile.
-  tk = b.tile(k_dim, b.tile_n, 'weight-gradient rows')
-  tn = b.tile(n_dim, b.tile_n, 'weight-gradient columns')
+  tile_w = b.tile_w or b.tile_n
+  tk = b.tile(k_dim, tile_w, 'weight-gradient rows')
+  tn = b.tile(n_dim, tile_w, 'weight-gradient columns')
   kernel = functools.partial(_tgmm_kernel, tm=b.tile_m, tk=tk, tn=tn,
                              precision=b.precision)
   return pl.pallas_call(
@@ -123,7 +126,9 @@ def tgmm_raw(lhs_RK, dout_RN, routing, b, out_dtype):
       out_specs=pl.BlockSpec((pl.squeezed, tk, tn),
                              lambda e, kk, nn: (e, kk, nn)),
       interpret=b.interpret,
-      compiler_params=backend_lib.compiler_params(b),
+      compiler_params=backend_lib.compiler_params(
+          b, b.tile_m * (tk + tn) * max(lhs_RK.dtype.itemsize,
+                                       dout_RN.dtype.itemsize)),
       name='moe_tgmm',
   )(routing.tile_start_E, routing.tile_count_E, lhs_RK, dout_RN)
 

@@ -53,3 +53,23 @@ def test_bad_grid_slice_is_a_one_line_error(tmp_path, capsys):
 def test_full_grid_on_cpu_is_refused(tmp_path):
   with pytest.raises(moe_layer.ConfigError, match='--small'):
     moe_layer.main([f'--out={tmp_path / "r.json"}'])
+
+
+def test_tile_tuning_times_the_pallas_path_at_each_setting(tmp_path):
+  out = tmp_path / 'tune.json'
+  moe_layer.main(['--small', f'--out={out}', '--experts_k=4:2',
+                  '--routing=uniform', '--tiles=8:16:16:16:4:3,16:16:16:8:4:2'])
+  tuning = json.loads(out.read_text())['tuning']
+  assert [t['tiles'] for t in tuning] == [
+      dict(m=8, n=16, k=16, w=16, warps=4, stages=3),
+      dict(m=16, n=16, k=16, w=8, warps=4, stages=2)]
+  for t in tuning:
+    assert set(t['ms']) == {'fwd', 'fwd_bwd', 'gmm'}
+    assert all(isinstance(v, float) for v in t['ms'].values()), t
+
+
+def test_bad_tile_setting_is_a_one_line_error(tmp_path, capsys):
+  with pytest.raises(SystemExit):
+    moe_layer.main(['--small', f'--out={tmp_path / "r.json"}', '--tiles=8:16'])
+  assert "is not a list like 128:256:64:128:8:3" in capsys.readouterr().err
+  assert not (tmp_path / 'r.json').exists()

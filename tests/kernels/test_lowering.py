@@ -105,3 +105,13 @@ def test_bad_row_tile_is_a_config_error(name, tile_m, match):
     backend.Backend(name, False, 'mosaic' if name == 'tpu' else 'triton',
                     tile_m=tile_m, tile_n=128, tile_k=128, tile_t=32,
                     tile_d=128, min_tile=16 if name == 'gpu' else 1)
+
+
+def test_pipeline_stages_are_cut_to_fit_shared_memory(monkeypatch):
+  gpu = backend._PRESETS['gpu']  # pylint: disable=protected-access
+  monkeypatch.setattr(backend, '_smem_per_block', lambda: 227 * 1024)
+  # bf16 weight gradient at the GPU tiles: two 128x128 tiles, 64 KiB a stage.
+  assert backend.compiler_params(gpu, 128 * 256 * 2).num_stages == 3
+  # f32: 128 KiB a stage; three asked an H100 for 256 KiB and did not launch.
+  assert backend.compiler_params(gpu, 128 * 256 * 4).num_stages == 1
+  assert backend.compiler_params(gpu).num_stages == gpu.num_stages
