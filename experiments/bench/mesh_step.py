@@ -27,6 +27,7 @@ import jaxlib
 import numpy as np
 
 from configs import common
+from experiments.bench import cpu_step
 from experiments.bench import moe_layer
 from moe_jax import sharding
 from moe_jax.errors import ConfigError
@@ -181,7 +182,7 @@ def main(argv=None):
       if base and 'error' not in rows[-1]:
         rows[-1]['efficiency'] = rows[-1]['tokens_per_s_per_device'] / base['tokens_per_s_per_device']
       print(_line(rows[-1]), flush=True)
-      moe_layer.write_json(args.out, dict(meta=meta, results=rows))
+      cpu_step.write_json(args.out, dict(meta=meta, results=rows))
 
 
 def _line(row):

@@ -31,7 +31,6 @@ import datetime
 import functools
 import itertools
 import json
-import os
 import time
 
 import jax
@@ -39,6 +38,7 @@ import jax.numpy as jnp
 import jaxlib
 import numpy as np
 
+from experiments.bench import cpu_step
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import backend as backend_lib
 from moe_jax.kernels import dispatch as dispatch_lib
@@ -348,15 +348,6 @@ def _pairs(text):
     raise argparse.ArgumentTypeError(f'{text!r} is not a list like 8:2,64:8')
 
 
-def write_json(path, payload):
-  """Replaces `path` whole (write, then rename), so a killed run leaves the
-  last complete JSON rather than a torn one."""
-  tmp = f'{path}.tmp'
-  with open(tmp, 'w') as fh:
-    json.dump(payload, fh, indent=1)
-  os.replace(tmp, path)
-
-
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument('--out', required=True, help='results JSON path')
@@ -411,13 +402,13 @@ def main(argv=None):
                          backend_lib.resolve(args.backend, **tiles),
                          jnp.dtype(args.dtype), grid['warmup'], grid['reps'])
         results.append(case)
-        write_json(args.out, dict(meta=meta, tuning=results))
+        cpu_step.write_json(args.out, dict(meta=meta, tuning=results))
         print(json.dumps(case), flush=True)
       continue
     case = bench_case(sub, t, d, f, e, k, routing, b, jnp.dtype(args.dtype),
                       grid['warmup'], grid['reps'], peak)
     results.append(case)
-    write_json(args.out, dict(meta=meta, results=results))
+    cpu_step.write_json(args.out, dict(meta=meta, results=results))
     print(json.dumps({n: case[n] for n in ('tokens', 'd_ff', 'experts',
                                            'top_k', 'routing', 'check',
                                            'fwd_bwd_ms', 'ratios')}),
