@@ -3,7 +3,9 @@
   files = exporter.hf_files(config, params, arch, tokenizer)   # in memory
   summary = exporter.export_checkpoint(ckpt, out, arch='auto')
 
-The directory holds config.json, generation_config.json, model.safetensors
+The directory holds a model card (README.md: what was exported from where,
+and the lineage chain of how the model was grown, moe_jax/workdir/lineage.py),
+config.json, generation_config.json, model.safetensors
 (float32, the per-expert tensor names transformers and vLLM load:
 `block_sparse_moe.experts.{e}.w1` for Mixtral, `mlp.experts.{e}.gate_proj`
 for Qwen3-MoE) and the tokenizer (tokenizer.json, tokenizer_config.json; our
@@ -24,7 +26,9 @@ from moe_jax.data import tokenizer as tokenizer_lib
 from moe_jax.interop import archs, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
 from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint, staging
+from moe_jax.workdir import checkpoint, lineage, staging
+
+CARD_FILE = 'README.md'
 
 
 @dataclasses.dataclass
@@ -34,6 +38,7 @@ class HfFiles:
   tensors: dict             # {transformers name: float32 array}
   tokenizer: tokenizers.Tokenizer
   specials: dict            # tokenizer_config.json
+  card: str = ''            # README.md, written when set
 
   def write(self, directory):
     for name, content in (('config.json', self.config),
@@ -43,6 +48,20 @@ class HfFiles:
         json.dump(content, f, indent=2)
     self.tokenizer.save(os.path.join(directory, pipeline.TOKENIZER_FILE))
     safetensors_io.write_file(os.path.join(directory, safetensors_io.SINGLE), self.tensors)
+    if self.card:
+      with open(os.path.join(directory, CARD_FILE), 'w') as f:
+        f.write(self.card)
+
+
+def model_card(arch, source, record, step):
+  """README.md for the Hub: the front matter it indexes, what this is, and
+  the lineage chain, so a grown model says where its weights came from."""
+  return '\n'.join([
+      '---', 'library_name: transformers', 'tags:', '- moe_jax', f'- {arch}', '---', '',
+      f'# {arch} exported by moe_jax', '',
+      f'Exported from the moe_jax checkpoint `{source}` (step {step}) by '
+      '`python -m moe_jax.interop.export_hf`.', '',
+      lineage.markdown(record, step)])
 
 
 def _tokenizer_files(tok):
@@ -82,7 +101,8 @@ def export_checkpoint(ckpt, out, arch='auto', overwrite=False):
   params = manager.restore(step, transformer.abstract_params(model, 1))['params']
   manager.close()
   files = hf_files(config, params, target, tok)
+  source = os.path.join(directory, str(step))
+  files.card = model_card(target.name, source, lineage.at_checkpoint(source)[0], step)
   with staging.staged(out) as tmp:
     files.write(tmp)
-  return dict(out=out, arch=target.name, ckpt=os.path.join(directory, str(step)),
-              tensors=len(files.tensors))
+  return dict(out=out, arch=target.name, ckpt=source, tensors=len(files.tensors))

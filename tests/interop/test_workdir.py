@@ -65,6 +65,11 @@ def test_upcycle_export_and_train_on(imported, tmp_path):
   # Exported (auto: Qwen3-MoE): the fixture's tensors, each expert a copy of its MLP.
   out = str(tmp_path / 'hf')
   assert exporter.export_checkpoint(moe, out)['arch'] == 'qwen3_moe'
+  with open(os.path.join(out, exporter.CARD_FILE)) as f:
+    card = f.read()
+  # The card's lineage: imported from the fixture, then upcycled dense -> MoE.
+  assert '- qwen3_moe' in card and '## Lineage' in card
+  assert 'import ' in card and 'upcycle CLI dense_to_moe' in card, card
   _, dense = safetensors_io.read_dir(fixtures.path('qwen3_qk_norm'))
   _, tensors = safetensors_io.read_dir(out)
   for name, w in dense.items():
