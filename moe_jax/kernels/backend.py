@@ -94,10 +94,10 @@ class Backend:
 
 
 _PRESETS = {
-    # tile_n 256 made the grouped matmul 1.55x faster than 128 on an H100
-    # (T 16384, D 2048, F 4096, E 8, k 2); the weight gradient holds two
-    # output-sized operand tiles a stage, so it keeps 128 to keep 3 stages
-    # (docs/benchmarks.md, GPU tuning).
+    # tile_n 256 made the layer's forward+backward 1.20-1.27x faster than 128
+    # on an H100 (T 16384, D 2048, four (F, E, k)); the weight gradient holds
+    # two output-sized operand tiles a stage, so it keeps 128 to keep 3 stages
+    # (docs/benchmarks.md, GPU run).
     'gpu': Backend('gpu', False, 'triton', tile_m=128, tile_n=256, tile_k=64,
                    tile_t=32, tile_d=256, tile_w=128, min_tile=16,
                    num_warps=8, num_stages=3),
