@@ -157,15 +157,23 @@ class _QuietOrbaxErrors(std_logging.Filter):
                 record.pathname)
 
 
-def _quiet_closed_loop(excepthook):
-  """After a failed Orbax save or restore, TensorStore still completes the
-  other writes and reads, and each completion's callback into Orbax's closed
-  asyncio loop raises and is printed through sys.excepthook (PyErr_Print):
-  dozens of tracebacks after the failure, which is reported once already."""
-  def hook(kind, value, tb):
-    if kind is RuntimeError and str(value) == 'Event loop is closed':
+def _quiet_closed_loop(unraisablehook):
+  """After a failed Orbax save, TensorStore's other writes still complete.
+
+  Orbax runs a save's coroutine on a fresh event loop (orbax-checkpoint
+  0.12: asyncio_utils._run_sync_via_new_loop) and closes that loop as soon as the
+  first write fails; each write still in flight then completes on a
+  TensorStore thread, whose done-callback calls the closed loop's
+  call_soon_threadsafe, which raises. TensorStore hands that error to
+  PyErr_WriteUnraisable (PythonFutureBase::RunCallbacks), so it reaches
+  sys.unraisablehook, not sys.excepthook, and prints as a bare traceback:
+  dozens of them after a failure the caller reports once already.
+  """
+  def hook(unraisable):
+    if (unraisable.exc_type is RuntimeError and
+        str(unraisable.exc_value) == 'Event loop is closed'):
       return
-    excepthook(kind, value, tb)
+    unraisablehook(unraisable)
   return hook
 
 
@@ -178,7 +186,7 @@ def _parse_flags(argv):
   if not flags.FLAGS['verbosity'].present:
     logging.set_verbosity(logging.WARNING)  # Orbax logs every file it writes at INFO
   logging.get_absl_logger().addFilter(_QuietOrbaxErrors())
-  sys.excepthook = _quiet_closed_loop(sys.excepthook)
+  sys.unraisablehook = _quiet_closed_loop(sys.unraisablehook)
   return argv
 
 
