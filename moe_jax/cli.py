@@ -160,14 +160,14 @@ class _QuietOrbaxErrors(std_logging.Filter):
 def _quiet_closed_loop(unraisablehook):
   """After a failed Orbax save, TensorStore's other writes still complete.
 
-  Orbax runs a save's coroutine on a fresh event loop (orbax-checkpoint
-  0.12: asyncio_utils._run_sync_via_new_loop) and closes that loop as soon as the
-  first write fails; each write still in flight then completes on a
-  TensorStore thread, whose done-callback calls the closed loop's
-  call_soon_threadsafe, which raises. TensorStore hands that error to
-  PyErr_WriteUnraisable (PythonFutureBase::RunCallbacks), so it reaches
-  sys.unraisablehook, not sys.excepthook, and prints as a bare traceback:
-  dozens of them after a failure the caller reports once already.
+  Orbax runs a save's coroutine on a fresh event loop (orbax-checkpoint 0.12:
+  asyncio_utils._run_sync_via_new_loop) and closes it as soon as the first
+  write fails; each write still in flight then completes on a TensorStore
+  thread, whose done-callback calls the closed loop's call_soon_threadsafe,
+  which raises. TensorStore hands that error to PyErr_WriteUnraisable
+  (PythonFutureBase::RunCallbacks), so it reaches sys.unraisablehook, not
+  sys.excepthook, and prints as a bare traceback: dozens of them, by chance
+  (when writes are still in flight), after a failure reported once already.
   """
   def hook(unraisable):
     if (unraisable.exc_type is RuntimeError and

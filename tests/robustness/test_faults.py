@@ -5,8 +5,6 @@ import json
 import os
 import shutil
 
-import pytest
-
 from tests.robustness import damage, harness
 
 CFG = os.path.join(os.path.dirname(__file__), 'tiny_config.py')
@@ -154,11 +152,6 @@ ocp.JsonCheckpointHandler._save_fn = save
   assert _steps(workdir) == [1, 2]
 
 
-# Slow, and known to fail: on a really full tmpfs TensorStore's completions
-# still print 'Event loop is closed' tracebacks through a path that
-# cli._quiet_closed_loop does not catch (seen twice on 2026-11-22, 2 cores
-# under load). The ENOSPC test above covers the one-line error itself.
-@pytest.mark.slow
 def test_a_really_full_disk_is_one_line(cli, trained, tmp_path, small_filesystem):
   """The same on a filesystem that fills up: TensorStore, Orbax's threads and
   tensorboardX all fail at once; one line says so."""
