@@ -3,6 +3,8 @@
   python -m experiments.bench.moe_layer --out=results.json          # GPU / TPU
   python -m experiments.bench.moe_layer --out=results.json --small  # CPU check
   python -m experiments.bench.moe_layer --out=t4k.json --tokens=4096  # a slice
+  python -m experiments.bench.moe_layer --out=tune.json --tokens=16384 \
+      --tiles=128:128:64:128:8:3,128:256:64:128:8:3                   # tuning
 
 Times forward and forward+backward of the expert FFN (x -> y, gradients to x,
 gates and the three expert weights) over the issue-6 grid: T in {4096, 16384},
@@ -13,13 +15,17 @@ compare like with like:
   dense   a dense SwiGLU FFN on T*k rows: the same 6·T·k·D·F forward FLOPs
   ragged  moe_jax.models.dispatch.ragged (jax.lax.ragged_dot, dropless)
   einsum  moe_jax.models.dispatch.einsum, capacity factor 1.25 (drops tokens)
-plus the grouped matmul alone against one dense matmul, and dispatch / combine
-bandwidth against the device's measured copy bandwidth. `--small` shrinks the
+plus the grouped matmul alone against one dense matmul and against its peers
+on the same sorted rows (`jax.lax.ragged_dot`; tokamax's Pallas kernels when
+that optional package is installed), and dispatch / combine bandwidth against
+the device's measured copy bandwidth. `--tiles` times only the Pallas path at
+each tile setting, to choose the GPU preset. `--small` shrinks the
 grid so the whole script runs on CPU (Pallas in interpret mode): it checks the
-script end to end; its timings mean nothing. Imports only jax and moe_jax.
+script end to end; its timings mean nothing. Needs only jax and moe_jax.
 
 Before timing, each case checks the Pallas outputs and gradients against the
-`ragged` path (both dropless, so they compute the same function) and records
+`ragged` path (both dropless, so they compute the same function; `ragged` in
+chunks of tokens, see CHECK_CHUNK) and records
 the relative error: a kernel that compiles but computes the wrong thing shows
 up as `check.ok = false`, not as a fast number. The JSON is rewritten after
 every case, so a run cut short (a device-time limit) keeps what it measured;
