@@ -105,11 +105,12 @@ def test_sigint_before_the_loop_and_twice_exits_quietly(cli, trained, copy_of, t
   nothing at all.
 
   The first prelude installs Python's own Ctrl-C handler, the one a run
-  started from a terminal has: in two full-suite runs from a fresh clone
-  (2026-11-22) the child's SIGINT raised no KeyboardInterrupt in init_state
-  and the loop ran on with no state (exit 1), while the test alone passed;
-  which disposition the child inherited there was not established. The
-  preludes use signal.raise_signal, whose handler has run when it returns.
+  started from a terminal has. A suite started as a background job (no job
+  control) runs with SIGINT ignored; the fork server inherits that, Python
+  then installs no KeyboardInterrupt handler, and the SIGINT in init_state
+  did nothing: the loop ran on with no state (two fresh-clone suites,
+  2026-11-22; the test without this line fails under a parent that ignores
+  SIGINT, and passes with it). raise_signal's handler has run when it returns.
   """
   init_interrupted = '''
 import signal
