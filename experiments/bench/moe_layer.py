@@ -203,6 +203,13 @@ def _sorted_rows(x_TD, idx_Tk, num_experts):
   return x_TD[order // idx_Tk.shape[1]], counts_E.astype(jnp.int32)
 
 
+def _routed(x_TD, idx_Tk, num_experts, b):
+  """The Pallas path's routing metadata and expert-sorted, padded rows: the
+  inputs of its grouped matmul when timed alone."""
+  r = jax.jit(lambda i: dispatch_lib.route(i, num_experts, b.tile_m))(idx_Tk)
+  return r, jax.jit(lambda x, r: permute.dispatch(x, r, b))(x_TD, r)
+
+
 def _peer_gmms():
   """The grouped matmuls to compare ours with: XLA's `ragged_dot`, and the
   Pallas kernels of `tokamax` where it is installed (optional, GPU peer)."""
@@ -247,8 +254,7 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
   # Pieces of the Pallas path: grouped matmul alone vs one dense matmul of
   # equal FLOPs, and the data movement of dispatch (routing metadata + row
   # gather) and of combine.
-  r = jax.jit(lambda i: dispatch_lib.route(i, e, b.tile_m))(idx_Tk)
-  x_RD = jax.jit(lambda x, r: permute.dispatch(x, r, b))(x_TD, r)
+  r, x_RD = _routed(x_TD, idx_Tk, e, b)
   pieces = _measure(
       {'gmm': jax.jit(lambda x, w, r: gmm_lib.gmm_raw(x, w, r, b))},
       (x_RD, ws[0], r), warmup, reps)
@@ -304,8 +310,7 @@ def tune_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps):
   args, ct = _inputs(key, t, d, f, e, k, routing, dtype)
   fwd, fwd_bwd = _fwd_and_grad(functools.partial(moe_ffn_lib.moe_ffn,
                                                  backend=b), (0, 2, 3, 4, 5))
-  r = jax.jit(lambda i: dispatch_lib.route(i, e, b.tile_m))(args[1])
-  x_RD = jax.jit(lambda x, r: permute.dispatch(x, r, b))(args[0], r)
+  r, x_RD = _routed(args[0], args[1], e, b)
   times = _measure({'fwd': fwd}, args, warmup, reps)
   times.update(_measure({'fwd_bwd': fwd_bwd}, (ct, *args), warmup, reps))
   times.update(_measure({'gmm': jax.jit(lambda x, w, r: gmm_lib.gmm_raw(
