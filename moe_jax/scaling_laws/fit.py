@@ -137,11 +137,25 @@ def loo_rms(form, cols, result, delta=HUBER_DELTA, method='BFGS'):
 
 def bootstrap_draws(form, cols, result, n_boot=100, seed=0, delta=HUBER_DELTA, method='BFGS'):
   """The parameters refitted to `n_boot` resamples of the runs (with
-  replacement): a sample of what the data allow (the planner's error bars)."""
+  replacement): a sample of what the data allow (the planner's error bars).
+
+  A resample that cannot determine the parameters (a kind's rows all drawn at
+  one size, say) is drawn again, as the percentile bootstrap does; fewer than
+  `n_boot` usable resamples in 10 x `n_boot` draws is an error."""
   rng = np.random.default_rng(seed)
   n = len(cols['loss'])
-  return [_refit(form, _rows(cols, rng.integers(0, n, n)), result.fixed, result.theta, delta,
-                 method) for _ in range(n_boot)]
+  draws, tries = [], 0
+  while len(draws) < n_boot:
+    if tries == 10 * n_boot:
+      raise ConfigError(f'form {form.name!r}: only {len(draws)} of {tries} bootstrap resamples '
+                        f'of the {n} runs determine its parameters; need {n_boot}')
+    tries += 1
+    try:
+      draws.append(_refit(form, _rows(cols, rng.integers(0, n, n)), result.fixed,
+                          result.theta, delta, method))
+    except ConfigError:
+      continue
+  return draws
 
 
 def bootstrap(form, cols, result, n_boot=100, level=0.95, seed=0, delta=HUBER_DELTA,

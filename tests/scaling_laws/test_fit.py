@@ -82,6 +82,38 @@ def test_bootstrap_interval_brackets_fit_and_truth():
     assert lo <= truth[p] <= hi, (p, lo, truth[p], hi)
 
 
+def test_bootstrap_draws_again_for_a_resample_that_cannot_determine_the_law():
+  # Two sizes x three budgets, five free parameters: some resamples of these six
+  # runs hold one size only (or fewer than six distinct runs). Those are drawn
+  # again instead of failing the interval (seed 002's grid hit this).
+  truth = synthetic.table2('table2_dense')
+  cols = synthetic.runs('chinchilla', truth, {'N1': np.array([1e7, 1e9]),
+                                              'D1': np.geomspace(1e8, 1e12, 3)}, noise=0.0)
+  form = forms.get('chinchilla')
+  result = fit.fit(form, cols, max_inits=8)
+  rng, n = np.random.default_rng(0), len(cols['loss'])
+  degenerate = 0
+  for _ in range(40):
+    try:
+      fit._prepare(form, fit._rows(cols, rng.integers(0, n, n)), result.fixed)
+    except ConfigError:
+      degenerate += 1
+  assert degenerate, 'the first 40 resamples were all usable: not the case under test'
+  draws = fit.bootstrap_draws(form, cols, result, n_boot=40, seed=0)
+  assert len(draws) == 40 and all(np.isfinite(d['E']) for d in draws)
+
+
+def test_bootstrap_fails_by_name_when_resamples_never_determine_the_law():
+  cols = synthetic.runs('chinchilla', synthetic.table2('table2_dense'),
+                        {'N1': np.array([1e7, 1e9]), 'D1': np.geomspace(1e8, 1e12, 3)}, noise=0.0)
+  form = forms.get('chinchilla')
+  result = fit.fit(form, cols, max_inits=8)
+  one_size = {k: v[cols['N1'] == 1e7] for k, v in cols.items()}
+  one_size = {k: np.concatenate([v, v]) for k, v in one_size.items()}   # 6 runs, one N1
+  with pytest.raises(ConfigError, match="form 'chinchilla': only 0 of 50 bootstrap resamples"):
+    fit.bootstrap_draws(form, one_size, result, n_boot=5, seed=0)
+
+
 def test_gradient_matches_finite_differences():
   # The analytic LogSumExp Jacobian (forms.log_predict) against central differences.
   cols = synthetic.runs('joint', synthetic.table2('table2_upcycled'), JOINT_GRID, 1e-3)
