@@ -53,7 +53,7 @@ def table3(runs, arg):
   for (tau, name), ref in zip(part_a, _nearest(reference.TABLE3A, [t / total for t, _ in part_a])):
     up = _loss(runs, name)
     rows_a.append([tau, f'{tau / total:.3f}', _fmt(fixed), _fmt(up), _fmt(fixed2x),
-                   _eff(fixed, up, fixed2x)] + [f'{v}' for v in ref])
+                   _eff(fixed, up, fixed2x)] + _seed3(ref))
     points.append((tau / total, up))
   head_b = ['CPT', 'tau/T', 'Fixed-E', 'Upcycled', 'Fixed-2E', 'Eff. %',
             'seed: Fixed-32', 'Upcycled', 'Fixed-64', 'Eff. %']
@@ -61,11 +61,16 @@ def table3(runs, arg):
   for (cpt, names), ref in zip(part_b, _nearest(reference.TABLE3B, [c / tau for c, _ in part_b])):
     f, u, f2 = (_loss(runs, n) for n in names)
     rows_b.append([cpt, f'{tau / (tau + cpt):.2f}', _fmt(f), _fmt(u), _fmt(f2),
-                   _eff(f, u, f2)] + [f'{v}' for v in ref])
+                   _eff(f, u, f2)] + _seed3(ref))
     effs.append((cpt / tau, None if None in (f, u, f2) else analysis.eta(f, u, f2)))
   text = ('### Table 3(a): when to upcycle (T fixed)\n\n' + _md(head, rows_a) +
           '\n\n### Table 3(b): how much CPT (tau fixed)\n\n' + _md(head_b, rows_b))
   return text, dict(a=points, b=effs, fixed=fixed, fixed2x=fixed2x)
+
+
+def _seed3(ref):
+  """A Table 3 row of the seed: three losses and its efficiency in percent."""
+  return [_fmt(v, 3) for v in ref[:3]] + [f'{ref[3]:.1f}']
 
 
 def _nearest(ref, fractions):
@@ -93,7 +98,7 @@ def table4(runs, arg):
   for f in sorted(by_cpt):
     ref = dict(zip(reference.TABLE4_COLUMNS, reference.TABLE4[f]))
     eff = [_eff(ref['fixed'], ref[s], ref['fixed2x']) for s in ('uniform', 'grad_norm')]
-    ref_rows.append(['paper', f'{round(100 * f)}%'] + [f'{ref[c]}' for c in cols] + eff)
+    ref_rows.append(['paper', f'{round(100 * f)}%'] + [_fmt(ref[c], 3) for c in cols] + eff)
   means = []
   for f, group in sorted(by_cpt.items()):
     if len(group) > 1:
@@ -120,7 +125,7 @@ def table5(runs, arg):
     rows.append([f'{100 * ratio:.2f}% ({2 * e})'] +
                 [_fmt(losses[c]) for c in ('fixed', 'fixed2x', 'upcycled', 'sparse')] +
                 [_eff(losses['fixed'], losses['upcycled'], losses['fixed2x'])] +
-                [f'{v}' for v in ref])
+                [_fmt(v, 3) for v in ref])
     points.append((ratio, losses))
   return ('### Table 5: activation ratio; expert vs sparse upcycling\n\n' + _md(head, rows),
           points)
@@ -198,18 +203,17 @@ def _pm(values):
 
 def _plot(number, data, path):
   plt = plots.pyplot()
-  fig, ax = plt.subplots(figsize=(7, 4.5))
   if number == '3':
-    pts = [(x, y) for x, y in data['b'] if y is not None]
-    if pts:
-      ax.plot(*zip(*pts), 'o-', label='Table 3(b)')
-    ax.set(xlabel='CPT / tau', ylabel='eta (eq. 4)')
-  elif number == '4':
-    for f, group in sorted(data.items()):
-      for i, (col, value) in enumerate(group[0].items()):
-        if value is not None:
-          ax.plot(f, value, 'o', color=f'C{i}', label=col if f == min(data) else None)
-    ax.set(xlabel='CPT / tau', ylabel='validation loss')
+    return _plot3(plt, data, path)
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  if number == '4':
+    seed0 = [(f, group[0]) for f, group in sorted(data.items())]
+    for i, col in enumerate(seed0[0][1] if seed0 else ()):
+      pts = [(f, losses[col]) for f, losses in seed0 if losses[col] is not None]
+      if pts:
+        ax.plot(*zip(*pts), 'o-' if col not in ('fixed', 'fixed2x') else 's--',
+                color=f'C{i}', label=_TABLE4_LABELS[col])
+    ax.set(xlabel='CPT / tau', ylabel='validation loss (seed 0)')
   elif number == '5':
     for i, col in enumerate(('fixed', 'fixed2x', 'upcycled', 'sparse')):
       pts = [(r, l[col]) for r, l in data if l[col] is not None]
@@ -229,6 +233,33 @@ def _plot(number, data, path):
   ax.set_title(f'seed 000 at CPU scale: {number if number == "regime" else "Table " + number}')
   if ax.get_legend_handles_labels()[0]:
     ax.legend(fontsize=7)
+  fig.tight_layout()
+  plots.save(fig, path)
+  plt.close(fig)
+  return path
+
+
+def _plot3(plt, data, path):
+  """(a) the upcycled run's final loss against tau / T between the two fixed
+  runs; (b) eta against CPT / tau, the seed's beside ours."""
+  fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(10, 4.2))
+  pts = [(x, y) for x, y in data['a'] if y is not None]
+  if pts:
+    ax_a.plot(*zip(*pts), 'o-', color='C2', label='Upcycled E->2E')
+  for key, color, label in (('fixed', 'C0', 'Fixed-E'), ('fixed2x', 'C1', 'Fixed-2E')):
+    if data[key] is not None:
+      ax_a.axhline(data[key], color=color, ls='--', lw=1, label=label)
+  ax_a.set(xlabel='tau / T', ylabel='final validation loss', title='Table 3(a): T fixed')
+  pts = [(x, 100 * y) for x, y in data['b'] if y is not None]
+  if pts:
+    ax_b.plot(*zip(*pts), 'o-', color='C2', label='ours')
+  ax_b.plot(sorted(reference.TABLE3B), [reference.TABLE3B[k][3] for k in sorted(reference.TABLE3B)],
+            's:', color='gray', label='seed 000')
+  ax_b.set(xlabel='CPT / tau', ylabel='eta (eq. 4), %', title='Table 3(b): tau fixed')
+  for ax in (ax_a, ax_b):
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=7)
+  fig.suptitle('seed 000 at CPU scale: Table 3')
   fig.tight_layout()
   plots.save(fig, path)
   plt.close(fig)

@@ -28,8 +28,11 @@ N_BOOT = 200
 
 
 def fmt(x, digits=4):
-  """A number for a table: 4 decimals, or 4 significant digits below 1e-3; '-' for None."""
-  return '-' if x is None else f'{x:.{digits}g}' if abs(x) < 1e-3 else f'{x:.{digits}f}'
+  """A number for a table: 4 decimals, or 4 significant digits below 1e-3 and
+  from 1e5 on (a bootstrap bound of a law the runs barely determine); '-' for None."""
+  if x is None:
+    return '-'
+  return f'{x:.{digits}g}' if abs(x) < 1e-3 or abs(x) >= 1e5 else f'{x:.{digits}f}'
 
 
 def _done(sweep_dir):
