@@ -149,12 +149,17 @@ def _parse(argv):
 
 
 class _QuietOrbaxErrors(std_logging.Filter):
-  """Orbax logs each failed background write with its traceback; the error
-  reaches the caller too, which reports it once."""
+  """Orbax logs each failed background write with its traceback, and asyncio
+  logs the writes of that save nobody awaited any more ("Task exception was
+  never retrieved", their coroutines defined in orbax); the error reaches the
+  caller too, which reports it once."""
 
   def filter(self, record):
-    return not (record.levelno >= std_logging.ERROR and f'{os.sep}orbax{os.sep}' in
-                record.pathname)
+    if record.levelno < std_logging.ERROR:
+      return True
+    orbax = f'{os.sep}orbax{os.sep}'
+    return not (orbax in record.pathname or
+                record.name == 'asyncio' and orbax in record.getMessage())
 
 
 def _quiet_closed_loop(unraisablehook):
@@ -185,7 +190,8 @@ def _parse_flags(argv):
     _exit(f'error: {_one_line(e)}', 2)
   if not flags.FLAGS['verbosity'].present:
     logging.set_verbosity(logging.WARNING)  # Orbax logs every file it writes at INFO
-  logging.get_absl_logger().addFilter(_QuietOrbaxErrors())
+  for logger in (logging.get_absl_logger(), std_logging.getLogger('asyncio')):
+    logger.addFilter(_QuietOrbaxErrors())
   sys.unraisablehook = _quiet_closed_loop(sys.unraisablehook)
   return argv
 
