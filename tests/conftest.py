@@ -1,21 +1,33 @@
-"""Test setup: 8 fake CPU devices, set before JAX initialises its backends, and
-the compilation cache of the processes tests start."""
+"""Test setup: 8 fake CPU devices and one persistent compilation cache per
+session, both set before JAX initialises its backends.
+
+Most tests build the same tiny models again and again (a new trainer, a new
+jit, the same program), in this process or in the processes they start; the
+cache compiles each program once per session. The pytest process that starts
+the session makes the directory, its xdist workers and every process a test
+starts inherit it, and it is removed when the session ends. A size limit
+turns on the cache's file lock, so processes in parallel never read a
+half-written entry.
+"""
+import atexit
 import os
+import pathlib
+import shutil
+import tempfile
 
 import pytest
 
 os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=8')
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
+if 'JAX_COMPILATION_CACHE_DIR' not in os.environ:
+  _cache = tempfile.mkdtemp(prefix='moe_jax_tests_jax_cache_')
+  atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+  os.environ.update(JAX_COMPILATION_CACHE_DIR=_cache, JAX_COMPILATION_CACHE_MAX_SIZE=str(2**30),
+                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0.1')
 
 
 @pytest.fixture(scope='session')
-def jax_cache(tmp_path_factory):
-  """A JAX compilation cache for the processes tests start (launcher runs,
-  notebook kernels), shared by the session's xdist workers: programs of one
-  shape compile once."""
-  root = tmp_path_factory.getbasetemp()
-  if os.environ.get('PYTEST_XDIST_WORKER'):
-    root = root.parent
-  path = root / 'jax_cache'
-  path.mkdir(exist_ok=True)
-  return path
+def jax_cache():
+  """The session's compilation cache, for the environment of processes tests
+  start with an environment of their own (launcher runs, notebook kernels)."""
+  return pathlib.Path(os.environ['JAX_COMPILATION_CACHE_DIR'])
