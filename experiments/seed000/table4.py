@@ -12,7 +12,8 @@ CPT, CPT = 25 ... 100% of tau (experiments/seed000/base.py), by each strategy:
                ||w||^2, ||g||.||w||, ||g||^2, ||g||^2/H
 beside Fixed-E and Fixed-2E decayed at T. The 25% row is repeated for seeds
 1 .. seeds-1 (`s{seed}_*`; their Fixed runs are their own, T steps).
-`:small`: the 25% row, two strategies, one seed, a tiny model (CI).
+`:small`: the 100% row (no decay branches), two strategies, one seed, a tiny
+model (CI).
 """
 from experiments.seed000 import base
 
@@ -39,7 +40,7 @@ def rows(arg=None):
   strategies = ('random', 'curvature') if a.small else STRATEGIES
   seeds = 1 if a.small else a.seeds
   out = []
-  for f in ((0.25,) if a.small else CPT_FRACTIONS):
+  for f in ((1.0,) if a.small else CPT_FRACTIONS):   # small: the long runs are the bounds
     cpt = round(100 * f)
     out.append((0, f, dict({'fixed': 'fixed' if f == 1 else f'cpt={cpt}_fixed',
                             'fixed2x': 'fixed2x' if f == 1 else f'cpt={cpt}_fixed2x'},

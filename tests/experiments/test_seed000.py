@@ -38,9 +38,6 @@ def _numbers(cells):
   return [float(c.split()[0]) for c in cells]
 
 
-# Each table sweep is several processes' start-ups (minutes of CI on 2 cores
-# together): slow; the quickstart's stays in the default run.
-@pytest.mark.slow
 @pytest.mark.parametrize('table', ['3', '4', '5', '8'])
 def test_table_sweep_small(tmp_path, jax_cache, table):
   workdir = str(tmp_path / 'sweep')

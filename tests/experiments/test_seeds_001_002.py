@@ -1,5 +1,5 @@
 """Seeds 001 and 002 as experiments: the sweeps plan what their docstrings say,
-the fits recover a law from a table made by it, and (slow) every `:small`
+the fits recover a law from a table made by it (slow), and every `:small`
 sweep runs end to end into a report with its rows."""
 import os
 
@@ -94,7 +94,18 @@ def _sections(text):
   return {s.split('\n', 1)[0]: s for s in text.split('\n## ')[1:]}
 
 
-@pytest.mark.slow
+def _cells(text):
+  """Every markdown table row of `text` as its stripped cells (padding and
+  separator rows left out)."""
+  rows = [[c.strip() for c in line.strip()[1:-1].split('|')]
+          for line in text.splitlines() if line.startswith('|')]
+  return [r for r in rows if not all(set(c) <= {'-', ':'} for c in r)]
+
+
+def _number(cell):
+  return float(cell.split()[0])   # raises for '-' (a run without a result)
+
+
 @pytest.mark.parametrize('study', ['grid', 'ablations'])
 def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch):
   monkeypatch.chdir(runs.REPO)   # upcycle.config paths are relative to the repository
@@ -104,24 +115,28 @@ def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch)
   if study == 'grid':
     assert len(sections) == 4, list(sections)
     runs_md = next(s for t, s in sections.items() if t.startswith('Runs'))
-    assert runs_md.count('| upcycled |') == 4 and runs_md.count('| moe |') == 2
+    kinds = [row[0] for row in _cells(runs_md)[1:]]
+    assert kinds.count('upcycled') == 4 and kinds.count('moe') == 2, kinds
     assert os.path.exists(os.path.join(workdir, 'fits.json'))
   else:
-    assert len(sections) == 2 and '| WSD, MoE LR | lr=moe | -' not in text
+    assert len(sections) == 2
+    rows = {row[1]: row for row in _cells(text) if row[1].startswith('lr=')}
+    assert sorted(rows) == ['lr=const', 'lr=dense', 'lr=moe']
+    for row in rows.values():
+      _number(row[2])
   pngs = os.listdir(os.path.join(workdir, 'plots'))
   assert len([p for p in pngs if p.startswith('seed002_')]) == 2
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('study', ['schedule', 'routing'])
-def test_seed001_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch):
+def test_seed001_small_sweeps_end_to_end(tmp_path, jax_cache, monkeypatch):
+  # all.py is the union of schedule.py and routing.py (the plan test above):
+  # one launch runs both studies' runs, each report reads its own.
   monkeypatch.chdir(runs.REPO)
-  workdir = _launch(tmp_path, f'experiments/seed001/{study}.py:small', jax_cache)
-  text = seed001_report.write(study, workdir, batches=1)
-  if study == 'schedule':
-    for name in ('up_single', 'up_three_phase'):
-      assert f'| {name} | ' in text and f'| {name} | - |' not in text
-  else:
-    for name in ('up_single', 'scratch'):
-      assert f'| {name} | layers_1 | ' in text
-    assert os.path.exists(os.path.join(workdir, 'plots', 'routing_scratch.json'))
+  workdir = _launch(tmp_path, 'experiments/seed001/all.py:small', jax_cache)
+  rows = {row[0]: row for row in _cells(seed001_report.write('schedule', workdir, batches=1))}
+  for name in ('up_single', 'up_three_phase'):
+    _number(rows[name][1])
+  rows = _cells(seed001_report.write('routing', workdir, batches=1))
+  for name in ('up_single', 'scratch'):
+    assert any(row[:2] == [name, 'layers_1'] and _number(row[2]) >= 0 for row in rows), name
+  assert os.path.exists(os.path.join(workdir, 'plots', 'routing_scratch.json'))
