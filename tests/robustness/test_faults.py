@@ -79,7 +79,7 @@ def test_damaged_newest_checkpoint_falls_back_then_sigint_saves(cli, trained, co
   workdir = copy_of(trained)
   damage.zeros_in_params(workdir, 2)
   sigint_at_first_batch = '''
-import os, signal
+import signal
 from moe_jax.workdir import placement
 _put = placement.put_batch
 def put(*args):
@@ -125,7 +125,7 @@ program.init_state = init_state
   assert os.listdir(tmp_path) == []
   workdir = copy_of(trained)
   twice = '''
-import os, signal
+import signal
 from moe_jax.workdir import placement
 def put(*args):
   signal.raise_signal(signal.SIGINT)
