@@ -3,8 +3,9 @@
   python -m moe_jax.main --config=configs/finetune.py:ckpt=/tmp/smollm2,steps=200 --workdir=/tmp/smollm2_ft
 
 The model, MoE, data and tokenizer settings, seq_len and batch_size come from
-the source workdir's config.json; training starts from its newest
-checkpoint's params (`init_from`) with a fresh optimizer, and reads the
+the source workdir's config.json (the MoE dispatch path goes back to 'auto',
+this platform's, unless the source ran `einsum`); training starts from its
+newest checkpoint's params (`init_from`) with a fresh optimizer, and reads the
 tokenizer from there (`data.tokenizer_path`, with the tokenizer_config.json
 beside it), so the new workdir tokenises exactly as the source did. `steps`
 and `lr` are the run's length and peak learning rate; any other key can be
@@ -28,6 +29,11 @@ def get_config(arg=None):
   config = common.base()
   for group in ('model', 'moe', 'data'):
     config[group].update(saved[group])
+  # config.json names the dispatch path that ran there (the trainer resolves
+  # 'auto'); the dropless paths compute the same layer, so which one runs here
+  # is this platform's choice again. einsum, which drops tokens, stays.
+  if config.moe.dispatch != 'einsum':
+    config.moe.dispatch = 'auto'
   config.seq_len, config.batch_size = saved.seq_len, saved.batch_size
   config.init_from = arg.ckpt
   workdir = os.path.dirname(directory)

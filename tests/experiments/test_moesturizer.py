@@ -42,6 +42,13 @@ def test_the_grids():
   assert dus['config.model.num_layers'] == 3   # the tiny base has 2 layers; 40 % adds 1
   assert dus['eval.args'] == ('--tasks=arc_easy,gsm8k --mode=generate --limit=2 --max_new_tokens=8'
                               ' ; --tasks=arc_easy --mode=loglik --limit=2')
+  # A real base needs no run: its evaluation goes last, after the long SFT runs.
+  real = moesturizer.get_hyper(hyper, 'base=/b,grid=reduced,seeds=1,limit=200,long_limit=50')
+  assert [p['name'] for p in real] == ['sft_s0', 'moe4-2_s0', 'base']
+  assert real[-1]['eval.args'].split(' ; ') == [
+      '--tasks=arc_easy,arc_challenge,hellaswag,mmlu --mode=generate --limit=200',
+      '--tasks=gsm8k,math500 --mode=generate --limit=50',
+      '--tasks=arc_easy,arc_challenge,hellaswag,mmlu --mode=loglik --limit=200']
   small = moesturizer.get_hyper(hyper, 'small,seeds=2,data_dir=/d')
   assert [p['name'] for p in small][-1] == 'dus40_moe4-2_s1'
   assert all('--data_dir=/d' in a for a in small[0]['eval.args'].split(' ; '))

@@ -3,6 +3,7 @@
 init_from, all with the checkpoint's own tokenizer."""
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -96,3 +97,17 @@ def test_upcycle_export_and_train_on(imported, tmp_path):
   logits = fixtures.logits(dense_config, params, batch['inputs'], batch)
   want, _ = losses.cross_entropy(logits, batch['targets'], batch['loss_mask'])
   assert first['loss'] == pytest.approx(float(want), abs=1e-4)
+
+
+@pytest.mark.parametrize('saved, want', [('ragged', 'auto'), ('grouped', 'auto'),
+                                         ('einsum', 'einsum')])
+def test_finetune_runs_this_platforms_dispatch_path(imported, tmp_path, saved, want):
+  """config.json names the path that ran at the source; a dropless one is
+  'auto' again (on CPU: grouped, not ragged_dot's dense fallback)."""
+  source = tmp_path / 'source'
+  shutil.copytree(imported, source)
+  with open(source / 'config.json') as f:
+    config = json.load(f)
+  config['moe']['dispatch'] = saved
+  (source / 'config.json').write_text(json.dumps(config))
+  assert finetune.get_config(f'ckpt={source}').moe.dispatch == want
