@@ -46,6 +46,10 @@ def _child(request, out_path, err_path):
     os.dup2(os.open(err_path, os.O_WRONLY), 2)
     os.chdir(request['cwd'])
     sys.argv = [request['module']] + request['argv']
+    # Ctrl-C raises KeyboardInterrupt, as in a run started from a terminal,
+    # even when the suite runs as a background job (no job control), whose
+    # SIGINT is ignored and stays ignored through fork and exec.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
       exec(request.get('prelude') or '', {})  # pylint: disable=exec-used
       runpy.run_module(request['module'], run_name='__main__', alter_sys=True)

@@ -102,20 +102,13 @@ placement.put_batch = put
 def test_sigint_before_the_loop_and_twice_exits_quietly(cli, trained, copy_of, tmp_path):
   """Ctrl-C before the loop (here: while the state is initialised) and a
   second Ctrl-C in it: one line, exit 130, no traceback; the first writes
-  nothing at all.
-
-  The first prelude installs Python's own Ctrl-C handler, the one a run
-  started from a terminal has. A suite started as a background job (no job
-  control) runs with SIGINT ignored; the fork server inherits that, Python
-  then installs no KeyboardInterrupt handler, and the SIGINT in init_state
-  did nothing: the loop ran on with no state (two fresh-clone suites,
-  2026-11-22; the test without this line fails under a parent that ignores
-  SIGINT, and passes with it). raise_signal's handler has run when it returns.
+  nothing at all. raise_signal's handler has run when it returns (the fork
+  server gives each child Python's Ctrl-C handler, even under a parent that
+  ignores SIGINT).
   """
   init_interrupted = '''
 import signal
 from moe_jax.train import program
-signal.signal(signal.SIGINT, signal.default_int_handler)
 def init_state(*args):
   signal.raise_signal(signal.SIGINT)
 program.init_state = init_state
