@@ -28,7 +28,9 @@ copy u_e / r_e (ties: fewer copies, then lower index). Equal scores give the
 uniform r_e = m; an expert whose score is r times another's gets about r times
 its copies. The greedy step is the highest-averages (D'Hondt) rule; seed 000
 says "greedy selection with replacement" without the per-copy split, and
-without it one expert would take every copy.
+without it one expert would take every copy. The price: at m = 2, scores
+within a factor of two of each other give every expert its second copy, i.e.
+uniform duplication (what ‖w‖² did in every Table 4 run, docs/experiments.md).
 """
 import jax
 import jax.numpy as jnp
