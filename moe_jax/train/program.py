@@ -74,15 +74,17 @@ def init_state(program, seed):
 
 
 def restore_state(program, manager, step_):
-  """Restores a workdir checkpoint; a params-only one (from the upcycle CLI)
-  gets a fresh optimizer state."""
+  """(state, data position, the config the checkpoint was saved under) of a
+  workdir checkpoint; a params-only one (from the upcycle CLI) gets a fresh
+  optimizer state."""
   abstract = program.abstract_state
   out = manager.restore(step_, abstract.params, abstract.opt_state)
   opt_state = out['opt_state']
   if opt_state is None:
     opt_state = jax.jit(program.tx.init, out_shardings=program.state_shardings.opt_state)(
         out['params'])
-  return state_lib.TrainState(jnp.asarray(step_, jnp.int32), out['params'], opt_state), out['data']
+  state = state_lib.TrainState(jnp.asarray(step_, jnp.int32), out['params'], opt_state)
+  return state, out['data'], out['meta'].get('config')
 
 
 def evaluate(program, params, batches):

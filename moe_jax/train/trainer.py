@@ -108,13 +108,17 @@ def _restore(config, dst_config, mesh, program, workdir, train_it):
         grow_first = step == tau and not manager.matches(step, grown.abstract_state.params)
         prog = program if grow_first else grown
       try:
-        state, data_state = program_lib.restore_state(prog, manager, step)
+        state, data_state, saved = program_lib.restore_state(prog, manager, step)
       except CorruptCheckpointError as e:
         damaged.append((step, str(e)))
         continue
       for _, message in damaged:
         logging.warning('%s; resuming from step %d, the newest intact checkpoint', message, step)
-      if data_state is not None:
+      diffs = files.stream_diffs(saved, config) if data_state is not None and saved else []
+      if diffs:   # the upcycle CLI's step 0 carried its source's position (files.py)
+        logging.warning('checkpoint %s/%d holds a position in another data stream (%s): '
+                        'this one starts from its beginning', directory, step, '; '.join(diffs))
+      elif data_state is not None:
         _set_data_state(train_it, data_state, workdir, f'checkpoint {directory}/{step}')
       return prog, state, step, [s for s, _ in damaged], grow_first
   finally:

@@ -128,27 +128,35 @@ def _saved(saved, dotted):
   return value
 
 
-def _has_data_state(workdir):
-  """Whether a checkpoint of `workdir` holds a data iterator position (one the
-  upcycle CLI or an import wrote holds params only: nothing to continue)."""
+def _trained_on_a_stream(workdir):
+  """Whether a training run has saved a checkpoint in `workdir`: one with an
+  optimizer state and a data position. The upcycle CLI's step 0 has no
+  optimizer state and at most the source's position, which a run continues
+  only on the same stream (`stream_diffs`); an import's has params only."""
   root = os.path.join(workdir, 'checkpoints')
   return os.path.isdir(root) and any(
-      os.path.isdir(os.path.join(root, step, 'data')) for step in os.listdir(root))
+      all(os.path.isdir(os.path.join(root, step, item)) for item in ('opt_state', 'data'))
+      for step in os.listdir(root))
+
+
+def stream_diffs(saved, config, keys=DATA_KEYS):
+  """'key: workdir X vs requested Y' for each of `keys` that differs."""
+  return [f'{k}: workdir {_saved(saved, k)!r} vs requested {_saved(config, k)!r}'
+          for k in keys if _saved(saved, k) != _saved(config, k)]
 
 
 def check_compatible(config, workdir):
   """Refuses a workdir whose saved config has other parameter shapes or, once a
-  checkpoint holds a data position, another data stream than `config`."""
+  training run has saved a checkpoint in it, another data stream than `config`."""
   path = os.path.join(workdir, CONFIG)
   if not os.path.exists(path):
     return
   saved = read_json(path)
   checks = [(SHAPE_KEYS, 'a model of another shape')]
-  if _has_data_state(workdir):
+  if _trained_on_a_stream(workdir):
     checks.append((DATA_KEYS, 'a run on another data stream'))
   for keys, what in checks:
-    diffs = [f'{k}: workdir {_saved(saved, k)!r} vs requested {_saved(config, k)!r}'
-             for k in keys if _saved(saved, k) != _saved(config, k)]
+    diffs = stream_diffs(saved, config, keys)
     if diffs:
       raise ConfigError(f'workdir {workdir} holds {what} ({"; ".join(diffs)}); '
                         'use a new --workdir')

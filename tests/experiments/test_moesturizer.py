@@ -1,5 +1,5 @@
 """Seed 004's grid as a sweep: the commands of its runs (chained upcycles,
-evaluations), its table, and (slow) the whole :small grid end to end."""
+evaluations), its table, and the whole :small grid end to end."""
 import json
 import os
 import subprocess
@@ -60,9 +60,12 @@ def test_an_upcycled_workdir_may_train_on_another_stream_until_it_has(tmp_path):
   saved.data.source = 'shakespeare'
   files.write_config(str(tmp_path), saved)
   os.makedirs(tmp_path / 'checkpoints' / '0' / 'params')
-  files.check_compatible(config, str(tmp_path))   # params only (an upcycle, an import)
+  files.check_compatible(config, str(tmp_path))   # params only (an import)
   os.makedirs(tmp_path / 'checkpoints' / '0' / 'data')
-  with pytest.raises(Exception, match='another data stream'):
+  files.check_compatible(config, str(tmp_path))   # and the source's position (an upcycle)
+  os.makedirs(tmp_path / 'checkpoints' / '5' / 'opt_state')
+  os.makedirs(tmp_path / 'checkpoints' / '5' / 'data')
+  with pytest.raises(Exception, match='another data stream'):   # a run has trained here
     files.check_compatible(config, str(tmp_path))
 
 
@@ -75,8 +78,7 @@ def test_table_pools_seeds(tmp_path):
   assert '| base | 50.0 [10, 90] |' in text and '| sft | 50.0 (25.0-75.0, 2 seeds) |' in text
 
 
-@pytest.mark.slow   # 4 runs, 10 processes: ~50 s of CPU, minutes on a shared machine
-def test_small_grid_end_to_end(tmp_path):
+def test_small_grid_end_to_end(tmp_path):   # 4 runs, 10 processes: ~50 s of CPU
   data = olmo_fixture.write_eval(str(tmp_path / 'olmo_eval'))
   workdir = tmp_path / 'grid'
   env = dict(os.environ, PYTHONPATH=_REPO)

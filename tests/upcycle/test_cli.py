@@ -116,6 +116,22 @@ def test_heuristic_variant_from_the_command_line_and_cpt_continues_the_data(moe_
   assert _data_position(dst, 3) == {'next_index': 5}
 
 
+def test_an_upcycled_workdir_trains_on_another_stream_from_its_start(dense_workdir, tmp_path,
+                                                                     caplog):
+  """Seed 004: a dense model grown, then fine-tuned on other data. The step-0
+  position belongs to the source's stream; once a run has saved a checkpoint,
+  its own stream is the workdir's."""
+  dst = str(tmp_path / 'moe')
+  run.upcycle_checkpoint(dense_to_moe.get_config('experts=4'), dense_workdir, dst)
+  assert _data_position(dst, 0) == {'next_index': 2}
+  other = {'moe.num_experts': 4, 'total_steps': 3, 'eval_every_steps': 0, 'seed': 1}
+  trainer.train_and_evaluate(tiny.config(**other), dst)
+  assert 'another data stream (seed: workdir 0 vs requested 1)' in caplog.text
+  assert _data_position(dst, 3) == {'next_index': 3}
+  with pytest.raises(ConfigError, match=r'another data stream \(seed: workdir 1 vs requested 0'):
+    trainer.train_and_evaluate(tiny.config(**dict(other, seed=0, total_steps=4)), dst)
+
+
 def test_existing_dst_is_refused_and_kept(dense_workdir, tmp_path):
   dst = tmp_path / 'taken'
   dst.mkdir()
