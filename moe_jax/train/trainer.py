@@ -114,10 +114,10 @@ def _restore(config, dst_config, mesh, program, workdir, train_it):
         continue
       for _, message in damaged:
         logging.warning('%s; resuming from step %d, the newest intact checkpoint', message, step)
-      diffs = files.stream_diffs(saved, config) if data_state is not None and saved else []
-      if diffs:   # the upcycle CLI's step 0 carried its source's position (files.py)
+      other = files.diffs(saved, config) if data_state is not None and saved else []
+      if other:   # the upcycle CLI's step 0 carried its source's position (files.py)
         logging.warning('checkpoint %s/%d holds a position in another data stream (%s): '
-                        'this one starts from its beginning', directory, step, '; '.join(diffs))
+                        'this one starts from its beginning', directory, step, '; '.join(other))
       elif data_state is not None:
         _set_data_state(train_it, data_state, workdir, f'checkpoint {directory}/{step}')
       return prog, state, step, [s for s, _ in damaged], grow_first

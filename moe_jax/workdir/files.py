@@ -132,14 +132,14 @@ def _trained_on_a_stream(workdir):
   """Whether a training run has saved a checkpoint in `workdir`: one with an
   optimizer state and a data position. The upcycle CLI's step 0 has no
   optimizer state and at most the source's position, which a run continues
-  only on the same stream (`stream_diffs`); an import's has params only."""
+  only on the same stream (trainer._restore); an import's has params only."""
   root = os.path.join(workdir, 'checkpoints')
   return os.path.isdir(root) and any(
       all(os.path.isdir(os.path.join(root, step, item)) for item in ('opt_state', 'data'))
       for step in os.listdir(root))
 
 
-def stream_diffs(saved, config, keys=DATA_KEYS):
+def diffs(saved, config, keys=DATA_KEYS):
   """'key: workdir X vs requested Y' for each of `keys` that differs."""
   return [f'{k}: workdir {_saved(saved, k)!r} vs requested {_saved(config, k)!r}'
           for k in keys if _saved(saved, k) != _saved(config, k)]
@@ -156,7 +156,7 @@ def check_compatible(config, workdir):
   if _trained_on_a_stream(workdir):
     checks.append((DATA_KEYS, 'a run on another data stream'))
   for keys, what in checks:
-    diffs = stream_diffs(saved, config, keys)
-    if diffs:
-      raise ConfigError(f'workdir {workdir} holds {what} ({"; ".join(diffs)}); '
+    found = diffs(saved, config, keys)
+    if found:
+      raise ConfigError(f'workdir {workdir} holds {what} ({"; ".join(found)}); '
                         'use a new --workdir')
