@@ -97,6 +97,32 @@ def test_opt_state_policies():
                                 old_mu[[0, 1, 0, 1]])
 
 
+def test_dense_to_moe_scale_policy_follows_formula():
+  # Sparse upcycling: each of E experts sees about top_k / E of the tokens the
+  # dense MLP saw, so 'scale' gives mu (k/E) and nu (k/E)**2. E=4, k=2 keeps
+  # k/E = 1/2 apart from 1/E = 1/4, so a scale that forgets top_k fails.
+  src_c, dst_c = toy.config(layers=1), toy.config(num_experts=4, top_k=2, layers=1)
+  recipe = recipes.build('dense_to_moe', src_c, dst_c, {})
+  src = toy.params(src_c)
+  tx = optax.adam(1e-3)
+  grads = jax.tree_util.tree_map(lambda p: np.full_like(p, 3.0), src)
+  _, state = tx.update(grads, tx.init(src), src)
+  abstract_dst = toy.abstract(dst_c)
+  abstract_state = jax.eval_shape(tx.init, abstract_dst)
+  scaled = mapping.map_opt_state(recipe, state, abstract_state, abstract_dst, 'scale')
+  for leaf in ('wi_0', 'wi_1', 'wo'):
+    old_mu = np.asarray(paths.flatten(state[0].mu)[f'layers_0/mlp/{leaf}'])
+    old_nu = np.asarray(paths.flatten(state[0].nu)[f'layers_0/mlp/{leaf}'])
+    mu = paths.flatten(scaled[0].mu)[f'layers_0/moe/experts/{leaf}']
+    nu = paths.flatten(scaled[0].nu)[f'layers_0/moe/experts/{leaf}']
+    assert mu.shape == (4,) + old_mu.shape
+    np.testing.assert_allclose(mu, np.broadcast_to(old_mu * (2 / 4), mu.shape), rtol=1e-6)
+    np.testing.assert_allclose(nu, np.broadcast_to(old_nu * (2 / 4) ** 2, nu.shape), rtol=1e-6)
+  # Leaves outside the experts keep their moments.
+  np.testing.assert_array_equal(paths.flatten(scaled[0].mu)['layers_0/attn/q'],
+                                paths.flatten(state[0].mu)['layers_0/attn/q'])
+
+
 @pytest.mark.parametrize('name,src,dst,args,match', [
     ('expand_experts', dict(num_experts=4), dict(num_experts=6), {}, 'expansion factor'),
     ('expand_experts', dict(num_experts=4), dict(num_experts=4), {}, 'expansion factor'),
