@@ -86,6 +86,12 @@ def score_loglik(loaded, questions, token_budget=1024):
   tok = loaded.tokenizer
   requests = [loglik.encode(tok, q.context, [' ' + c for c in q.choices]) for q in questions]
   sums_QC = loglik.score(loaded.model, loaded.params, requests, tok.pad_id, token_budget)
+  return rank(sums_QC, questions)
+
+
+def rank(sums_QC, questions):
+  """(acc, acc_norm) from each choice's summed log-likelihood [Q, C] (-inf
+  past a question's last choice): the pure half of `score_loglik`."""
   gold = np.array([q.gold for q in questions])
   chars_QC = np.ones_like(sums_QC)
   for i, q in enumerate(questions):

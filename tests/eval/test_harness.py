@@ -6,10 +6,11 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from moe_jax.errors import ConfigError
-from moe_jax.eval import generation, harness, restore
+from moe_jax.eval import generation, harness, restore, tasks
 from moe_jax.train import trainer
 from tests.eval import olmo_fixture
 from tests.train import tiny
@@ -49,6 +50,26 @@ def test_loglik_lines(ckpt, data, tmp_path):
   for r in lines:
     assert r['accuracy'] == r['correct'] / r['n'] and r['ci95'] == list(
         harness.wilson(r['correct'], r['n'])) and r['step'] == 1
+
+
+def test_acc_and_acc_norm_rank_differently():
+  """Hand-made sums where the raw and the per-character rankings disagree:
+  acc takes the largest sum, acc_norm the largest sum per character."""
+  def q(choices, gold):
+    return tasks.Question('q', 'ctx', tuple(choices), gold, '', '', tasks.MC)
+  questions = [
+      q(['a', 'abcdefghij'], 0),         # raw: -2 > -5; per char: -2.0 < -0.5
+      q(['a', 'abcdefghij'], 1),
+      q(['abcd', 'ab', 'abcdefgh'], 2),  # 3 choices in a 4-wide array: -inf pads
+      q(['x', 'y', 'z', 'w'], 3),        # equal lengths: both rankings agree
+  ]
+  sums_QC = np.array([[-2.0, -5.0, -np.inf, -np.inf],
+                      [-2.0, -5.0, -np.inf, -np.inf],
+                      [-4.0, -3.0, -6.0, -np.inf],   # per char: -1.0, -1.5, -0.75
+                      [-4.0, -3.0, -2.0, -1.0]], np.float32)
+  acc, acc_norm = harness.rank(sums_QC, questions)
+  np.testing.assert_array_equal(acc, [True, False, False, True])
+  np.testing.assert_array_equal(acc_norm, [False, True, True, True])
 
 
 def test_bad_input_is_one_line_and_writes_nothing(ckpt, tmp_path):
