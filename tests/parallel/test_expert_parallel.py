@@ -12,6 +12,7 @@ from moe_jax.errors import ConfigError
 from moe_jax.kernels import reference
 from moe_jax.models import dispatch
 from moe_jax.parallel import expert
+from tests.parallel import capacity_model
 
 # 37 tokens: a multiple of no shard count, so padding is exercised.
 TOKENS, D, F, E, K = 37, 8, 16, 8, 2
@@ -124,22 +125,6 @@ def test_ragged_exchange_matches_reference(kind):
   check_matches_reference(mesh, kind, 'ragged')
 
 
-def kept_by_capacity(idx, gates, capacity, shards):
-  """Numpy model of the drop rule: per token shard, first choices first,
-  zero gates never routed."""
-  idx, routed = np.asarray(idx), np.asarray(gates) != 0
-  per_shard = -(-TOKENS // shards)
-  keep = np.zeros(idx.shape, bool)
-  for start in range(0, TOKENS, per_shard):
-    used = np.zeros(E, int)
-    for j in range(K):
-      for t in range(start, min(start + per_shard, TOKENS)):
-        if routed[t, j] and used[idx[t, j]] < capacity:
-          used[idx[t, j]] += 1
-          keep[t, j] = True
-  return keep
-
-
 @pytest.mark.parametrize('mesh_name', sorted(MESHES))
 def test_capacity_drops_are_counted(mesh_name):
   cfg = MESHES[mesh_name]
@@ -149,7 +134,7 @@ def test_capacity_drops_are_counted(mesh_name):
   idx, gates = routing('skewed')
   gates = gates.at[::5].set(0.0)  # padding tokens: routed nowhere, not counted
   capacity = 2
-  keep = kept_by_capacity(idx, gates, capacity, shards)
+  keep = capacity_model.kept_by_capacity(idx, gates, capacity, shards, E)
   routed = np.asarray(gates) != 0
   dropped = (routed & ~keep).sum()
   assert 0 < dropped < routed.sum()  # the case really drops some
