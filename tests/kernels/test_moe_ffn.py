@@ -101,17 +101,22 @@ def test_all_unrouted_gives_zero():
     assert not np.any(np.asarray(a))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('routing', routings.ROUTINGS)
-@pytest.mark.parametrize('num_experts,top_k,dtype', [
-    (4, 1, 'float32'), (16, 8, 'float32'), (4, 1, 'bfloat16'),
-    (8, 2, 'bfloat16'), (16, 8, 'bfloat16')])
+def _slow_but(fast, cases):
+  """`cases` as pytest params, all slow-marked except `fast`: one small case
+  keeps the path in the default suite, the grid runs with -m slow."""
+  return [pytest.param(*c, marks=() if c == fast else pytest.mark.slow) for c in cases]
+
+
+@pytest.mark.parametrize('routing,num_experts,top_k,dtype', _slow_but(
+    ('uniform', 4, 1, 'bfloat16'),
+    [(r, e, k, d) for e, k, d in [(4, 1, 'float32'), (16, 8, 'float32'), (4, 1, 'bfloat16'),
+                                  (8, 2, 'bfloat16'), (16, 8, 'bfloat16')]
+     for r in routings.ROUTINGS]))
 def test_matches_reference(routing, num_experts, top_k, dtype):
   _check(_INTERPRET, routing, num_experts, top_k, dtype)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('routing', routings.ROUTINGS)
+@pytest.mark.parametrize('routing', _slow_but(('uniform',), [(r,) for r in routings.ROUTINGS]))
 def test_mosaic_kernels_match_reference(routing):
   _check(_MOSAIC, routing, 8, 2, 'float32')
 
