@@ -19,6 +19,10 @@ import pytest
 
 os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=8')
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
+# `with mesh:` is deprecated (jax.set_mesh replaces it): make it raise in every
+# test and every process a test starts, where the static check of
+# tests/test_deprecations.py cannot see it.
+os.environ.setdefault('JAX_DISALLOW_MESH_CONTEXT_MANAGER', '1')
 if 'JAX_COMPILATION_CACHE_DIR' not in os.environ:
   _cache = tempfile.mkdtemp(prefix='moe_jax_tests_jax_cache_')
   atexit.register(shutil.rmtree, _cache, ignore_errors=True)
