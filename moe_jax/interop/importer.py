@@ -23,7 +23,7 @@ from moe_jax.data.tokenizer import SPECIALS_FILE
 from moe_jax.errors import ConfigError
 from moe_jax.interop import archs, gguf_io, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
-from moe_jax.workdir import checkpoint, files, lineage, run_record, staging
+from moe_jax.workdir import checkpoint, containment, files, lineage, run_record, staging
 
 
 def read(src):
@@ -59,6 +59,9 @@ def convert(src, base_config):
 
 def import_checkpoint(src, workdir, base_config, overwrite=False):
   """Writes the workdir; returns a summary (arch, params, vocabulary, paths)."""
+  if not src:
+    raise ConfigError('--src is empty')
+  containment.apart(workdir, '--workdir', src, '--src', 'checkpoint')
   workdir = staging.check(workdir, overwrite, '--workdir')
   config, params, tok, specials, arch = convert(src, base_config)
   history = lineage.record_import(workdir, run_record.summary(config), os.path.abspath(src),
