@@ -73,8 +73,8 @@ _POSITIVE_COUNT = _flag_type(integer=True, low=1)
 
 def _floats(text, flag):
   """Comma-separated finite positive numbers (at least one)."""
-  values = [v for v in text.split(',') if v.strip()]
-  if not values:
+  values = text.split(',')
+  if not text.strip() or not all(v.strip() for v in values):
     raise ConfigError(f'{flag}: expected comma-separated numbers, got {text!r}')
   try:
     return [_number(v, low=0, strict=True) for v in values]
@@ -90,6 +90,8 @@ def _assignments(items, flag):
       key, eq, value = part.partition('=')
       if not eq or not key:
         raise ConfigError(f'{flag}: expected NAME=NUMBER, got {part!r}')
+      if key in out:
+        raise ConfigError(f'{flag}: {key} is given twice')
       try:
         out[key] = _number(value)
       except ConfigError as e:

@@ -26,6 +26,7 @@ A workdir written before lineage.json existed is read from run.json alone:
   a source checkpoint D1 = the source's own tokens at its step, D2 = this run's
 """
 import json
+import math
 import os
 
 from moe_jax.errors import ConfigError
@@ -165,9 +166,13 @@ def row(workdir):
 def _row(kind, n1, d1, d2, source_experts, final, loss, workdir, where):
   fget = lambda key: _field(final, key, where)
   n2, n_total = fget('nonembed_active'), fget('nonembed')
-  return {'kind': kind, 'N1': n1, 'N2': n2, 'N_total': n_total, 'D1': d1, 'D2': d2,
+  out = {'kind': kind, 'N1': n1, 'N2': n2, 'N_total': n_total, 'D1': d1, 'D2': d2,
           'P': n_total / n2, 'n_expert': fget('num_experts'), 'top_k': fget('top_k'),
           'source_experts': source_experts, 'loss': loss, 'workdir': workdir}
+  for key, value in out.items():   # JSON has no NaN: a row prints as JSON or not at all
+    if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
+      raise ConfigError(f'{where}: {key}={value} must be a finite number >= 0')
+  return out
 
 
 def collect(workdirs):
