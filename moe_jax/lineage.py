@@ -31,6 +31,7 @@ def text(directory, as_json=False):
   """What the command prints for DIR: the chain and the table (then a
   `warning:` line per problem), or JSON with `as_json`."""
   workdir, _ = lineage.locate(directory)
+  lineage.read(workdir)   # DIR's own record malformed (a cycle, steps going back): refused
   record, step = lineage.at_checkpoint(directory)
   table = lineage.rows(record, step)
   problems = lineage.check(record, workdir)
