@@ -128,10 +128,12 @@ def write(sweep_dir, metric='val_loss', by=()):
 
 def _load_run(run_dir, entry):
   config = sweep.read_json(os.path.join(run_dir, 'config.json'))
-  metrics = _metrics(os.path.join(run_dir, files.METRICS))
+  metrics_path = os.path.join(run_dir, files.METRICS)
+  metrics = _metrics(metrics_path)
   status = runner.status(run_dir)
-  if status.get('state') == 'done' and not metrics:
-    raise ConfigError(f'run {entry["name"]!r} is done but {run_dir}/{files.METRICS} holds no rows')
+  # A done run that trained logged rows (an eval-only run has no metrics.jsonl).
+  if status.get('state') == 'done' and os.path.exists(metrics_path) and not metrics:
+    raise ConfigError(f'run {entry["name"]!r} is done but {metrics_path} holds no rows')
   wall = status.get('wall_s', 0.0)
   if status.get('state') == 'running' and 'started' in status:
     wall += max(time.time() - status['started'], 0.0)
