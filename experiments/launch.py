@@ -25,6 +25,7 @@ import tqdm
 from experiments import hyper, runner, sweep
 from moe_jax import cli
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import containment
 
 _TAIL_LINES = 8
 
@@ -154,6 +155,11 @@ def launch(config, workdir, backend='local', parallel=1, dry_run=False, only=())
     raise ConfigError(f'backend={backend!r} is not one of local, xm')
   workdir = os.path.abspath(os.path.expanduser(workdir))
   spec, runs = sweep.plan(config)
+  for r in runs:   # a checkpoint outside the sweep that a run starts from stays apart from it
+    for key in (hyper.UPCYCLE_SRC, hyper.RESUME_FROM, 'config.init_from', hyper.EVAL_CKPT):
+      value = r.overrides.get(key)
+      if isinstance(value, str) and value and not sweep.REF.search(value):
+        containment.apart(workdir, '--workdir', value, f'{key} of run {r.name!r}', 'checkpoint')
   sweep.check_workdir(workdir, spec, runs)
   todo, done = select(workdir, runs, list(only))
   if backend == 'xm':

@@ -12,6 +12,7 @@ From Python (a notebook, a study's own analysis):
   text = report.write(DIR)            # report.md + plots; returns the markdown
 """
 import json
+import math
 import os
 import time
 
@@ -20,7 +21,7 @@ from absl import app, flags
 from experiments import hyper, plots, runner, sweep
 from moe_jax import cli
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import files
+from moe_jax.workdir import containment, files
 
 REPORT_FILE, PLOTS_DIR = 'report.md', 'plots'
 
@@ -40,9 +41,19 @@ def load_runs(sweep_dir):
   if not os.path.isdir(sweep_dir):
     raise ConfigError(f'--workdir={sweep_dir} is not a directory')
   saved = sweep.read_json(os.path.join(sweep_dir, sweep.SWEEP_FILE))
+  if not saved and os.path.exists(os.path.join(sweep_dir, files.CONFIG)):
+    raise ConfigError(f'--workdir={sweep_dir} is a training workdir, not a sweep: pass the '
+                      'directory that holds it')
   entries = saved['runs'] if saved else [
       dict(name=n, overrides={}, parents=[]) for n in sorted(os.listdir(sweep_dir))
-      if os.path.exists(os.path.join(sweep_dir, n, 'config.json'))]
+      if n not in sweep.RESERVED and os.path.exists(os.path.join(sweep_dir, n, files.CONFIG))]
+  if not entries:
+    raise ConfigError(f'--workdir={sweep_dir} is neither a sweep (no {sweep.SWEEP_FILE}) nor '
+                      'a directory of workdirs (no <run>/config.json)')
+  for e in entries:
+    if not os.path.isdir(os.path.join(sweep_dir, e['name'])):
+      raise ConfigError(f'run {e["name"]!r} of {sweep_dir}/{sweep.SWEEP_FILE}: '
+                        f'{os.path.join(sweep_dir, e["name"])} is missing (deleted or moved?)')
   runs, prefix = {}, {}   # prefix: tokens trained before the run's step 0, on its lineage
   for e in entries:
     run = _load_run(os.path.join(sweep_dir, e['name']), e)
@@ -93,8 +104,16 @@ def markdown(header, rows):
 def write(sweep_dir, metric='val_loss', by=()):
   """Writes report.md and plots/*.png into `sweep_dir`; returns the markdown."""
   runs = load_runs(sweep_dir)
+  logged = sorted({k for r in runs for row in r['metrics'] for k in row})
+  if logged and metric not in logged:
+    raise ConfigError(f'--metric={metric} is logged by no run (metrics: {", ".join(logged)})')
   text = markdown(*table(runs, metric, by))
   curves_dir = os.path.join(sweep_dir, PLOTS_DIR)
+  for r in runs:   # the report lives beside the runs, never in one (a link included)
+    for out, flag in ((curves_dir, 'the plots directory'),
+                      (os.path.join(sweep_dir, REPORT_FILE), 'the report')):
+      containment.apart(out, flag, os.path.join(sweep_dir, r['name']), f'run {r["name"]!r}',
+                        'workdir')
   os.makedirs(curves_dir, exist_ok=True)
   pngs = [plots.loss_curves(runs, metric, os.path.join(curves_dir, 'loss.png'))]
   pngs += [plots.expert_load(r, os.path.join(curves_dir, f'load_{r["name"]}.png'))
@@ -109,15 +128,12 @@ def write(sweep_dir, metric='val_loss', by=()):
 
 def _load_run(run_dir, entry):
   config = sweep.read_json(os.path.join(run_dir, 'config.json'))
-  metrics = []
-  if os.path.exists(os.path.join(run_dir, 'metrics.jsonl')):
-    with open(os.path.join(run_dir, 'metrics.jsonl')) as f:
-      for line in f:
-        try:
-          metrics.append(json.loads(line))
-        except json.JSONDecodeError:   # a line being written right now
-          break
+  metrics_path = os.path.join(run_dir, files.METRICS)
+  metrics = _metrics(metrics_path)
   status = runner.status(run_dir)
+  # A done run that trained logged rows (an eval-only run has no metrics.jsonl).
+  if status.get('state') == 'done' and os.path.exists(metrics_path) and not metrics:
+    raise ConfigError(f'run {entry["name"]!r} is done but {metrics_path} holds no rows')
   wall = status.get('wall_s', 0.0)
   if status.get('state') == 'running' and 'started' in status:
     wall += max(time.time() - status['started'], 0.0)
@@ -131,6 +147,38 @@ def _load_run(run_dir, entry):
       tokens=step * per_step, tokens_per_step=per_step,
       start_step=0, wall_s=wall if status else None, upcycle=up,
       upcycle_jump=up['loss_after'] - up['loss_before'] if up else None)
+
+
+def _metrics(path):
+  """The rows of a run's metrics.jsonl. Only its last line may be torn (being
+  written right now); a torn line before it, a row that is not an object with
+  an integer step, or a non-finite loss is a one-line error naming the line."""
+  if not os.path.exists(path):
+    return []
+  try:
+    with open(path, encoding='utf-8') as f:
+      lines = f.read().split('\n')
+  except (OSError, UnicodeDecodeError) as e:
+    raise ConfigError(f'{path}: cannot read ({e})') from None
+  rows = []
+  for number, line in enumerate(lines, 1):
+    if not line.strip():
+      continue
+    try:
+      row = json.loads(line)
+    except json.JSONDecodeError:
+      if number == len(lines):   # no newline yet: the line being written
+        break
+      raise ConfigError(f'{path} line {number} is not JSON (a torn write?)') from None
+    if not isinstance(row, dict) or isinstance(row.get('step'), bool) or not isinstance(
+        row.get('step'), int):
+      raise ConfigError(f'{path} line {number}: expected an object with an integer step')
+    bad = [k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v) and
+           k.endswith('loss')]   # the trainer stops before it logs a non-finite loss
+    if bad:
+      raise ConfigError(f'{path} line {number}: {bad[0]}={row[bad[0]]} is not finite')
+    rows.append(row)
+  return rows
 
 
 def _start(overrides):

@@ -18,6 +18,7 @@ import re
 
 from experiments import hyper
 from moe_jax.errors import ConfigError
+from moe_jax.train import config_check
 from moe_jax.workdir import files
 
 SWEEP_FILE, OVERRIDES_FILE = 'sweep.json', 'overrides.json'
@@ -44,6 +45,14 @@ def plan(spec):
     raise ConfigError(f'{spec}: get_hyper must return a non-empty list of dicts (points)')
   configs = [_apply(config, p) for p in points]
   names = _names(points)
+  for name, c in zip(names, configs):   # the trainer's own checks, before any run starts
+    c = c.copy_and_resolve_references()
+    if REF.search(str(c.init_from)):   # another run's checkpoint: it exists once that run ran
+      c.init_from = ''
+    try:
+      config_check.check_run(c)
+    except ConfigError as e:
+      raise ConfigError(f'run {name!r}: {e}') from None
   runs = [Run(n, p, tuple(dict.fromkeys(_refs(p)))) for n, p in zip(names, points)]
   by_name = {r.name: (r, c) for r, c in zip(runs, configs)}
   for r in runs:

@@ -9,6 +9,7 @@ failed Orbax restore left in flight, tensorboardX's atexit flush on a full disk
 and XLA compile threads cut off by Ctrl-C each print tracebacks or crash.
 """
 import ast
+import functools
 import logging as std_logging
 import os
 import sys
@@ -103,7 +104,7 @@ def _config_file_error(error, files):
           f'{type(error).__name__}: {_one_line(error)}')
 
 
-def _parse(argv):
+def _parse(argv, positional=()):
   names, specs, config_files = _config_flags(), {}, {}
   for name in names:
     specs[name] = _flag_value(argv[1:], name)
@@ -142,9 +143,12 @@ def _parse(argv):
       if not ok:
         raise ConfigError(f'--{name}={specs[name]}: get_config returned '
                           f'{type(value).__name__}, not a ConfigDict')
-  if len(rest) > 1:
-    raise ConfigError(f'unexpected argument{"s" if len(rest) > 2 else ""}: '
-                      f'{" ".join(rest[1:])} (flags are --name=value)')
+  if len(rest) > 1 + len(positional):
+    extra = rest[1 + len(positional):]
+    raise ConfigError(f'unexpected argument{"s" if len(extra) > 1 else ""}: '
+                      f'{" ".join(extra)} (flags are --name=value)')
+  if len(rest) < 1 + len(positional):
+    raise ConfigError(f'missing argument {positional[len(rest) - 1]}')
   return rest
 
 
@@ -182,10 +186,16 @@ def _quiet_closed_loop(unraisablehook):
   return hook
 
 
-def _parse_flags(argv):
+_HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull', '-helpfull')
+
+
+def _parse_flags(argv, positional=()):
+  if any(a in _HELP for a in argv[1:]):   # help is no error: absl's own exits 1
+    app.usage(shorthelp='--helpfull' not in argv and '-helpfull' not in argv,
+              writeto_stdout=True, exitcode=0)
   logging.set_verbosity(logging.ERROR)   # ml_collections warns while loading a config
   try:
-    argv = _parse(argv)
+    argv = _parse(argv, positional)
   except ConfigError as e:
     _exit(f'error: {_one_line(e)}', 2)
   if not flags.FLAGS['verbosity'].present:
@@ -196,7 +206,9 @@ def _parse_flags(argv):
   return argv
 
 
-def run_app(main):
+def run_app(main, positional=()):
   """absl's app.run, with flag errors (including config overrides and the
-  config file itself) on one line."""
-  app.run(main, flags_parser=_parse_flags)
+  config file itself) on one line, and --help on stdout with exit 0.
+  `positional` names the arguments the command takes besides flags (main
+  gets them in argv[1:]); any other is refused."""
+  app.run(main, flags_parser=functools.partial(_parse_flags, positional=positional))

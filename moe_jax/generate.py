@@ -32,7 +32,8 @@ def continuations(ckpt, prompts, max_new_tokens, temperature, seed):
   new = generation.generate(loaded.model, loaded.params,
                             [head + [int(i) for i in tok.encode(p)] for p in prompts],
                             max_new_tokens, temperature, tok.eos_id, jax.random.key(seed),
-                            tok.pad_id)
+                            tok.pad_id, context=(loaded.config.model.max_position_embeddings or
+                                                 loaded.config.seq_len))
   return [dict(prompt=p, completion=tok.decode(ids), tokens=ids) for p, ids in zip(prompts, new)]
 
 

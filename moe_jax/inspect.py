@@ -14,7 +14,8 @@ r"""Look inside checkpoints without training: print a table and write a plot.
            config's eval_batches).
 
 CKPT is a workdir (its newest checkpoint) or one step directory. The plot
-goes to --plot, by default `plots/<mode>.png` in the first CKPT's workdir.
+goes to --plot; without it only the table prints: a read-only command writes
+nothing under its inputs unless told where (moe_jax/workdir/containment.py).
 """
 import os
 
@@ -23,24 +24,20 @@ from absl import app, flags
 from moe_jax import cli
 from moe_jax.errors import ConfigError
 from moe_jax.eval import norms, restore, routing
-from moe_jax.workdir import checkpoint
+from moe_jax.workdir import checkpoint, containment
 
 _CKPT = flags.DEFINE_multi_string('ckpt', None, 'Workdir or checkpoint step directory '
                                   '(repeat to compare norms).')
 _NORMS = flags.DEFINE_bool('norms', False, 'Layer-wise weight norms.')
 _ROUTING = flags.DEFINE_bool('routing', False, 'Routing by token type.')
 _BATCHES = flags.DEFINE_integer('batches', None, 'Validation batches to route.')
-_PLOT = flags.DEFINE_string('plot', '', 'PNG path (default: <workdir>/plots/<mode>.png).')
+_PLOT = flags.DEFINE_string('plot', '', 'PNG path (default: no plot).')
 flags.mark_flag_as_required('ckpt')
 
 
-def _default_plot(ckpt, mode):
-  directory, _ = checkpoint.resolve(ckpt)
-  return os.path.join(os.path.dirname(directory), 'plots', f'{mode}.png')
-
-
 def inspect_norms(ckpts, plot_path=''):
-  """(table text, plot path) of the layer-wise norms of `ckpts`."""
+  """(table text, plot path or '') of the layer-wise norms of `ckpts`; the
+  plot is written only to a `plot_path` given."""
   loaded = [restore.load(c) for c in ckpts]
   # '<run>@<step>'; one run name in two sweeps: the step directories.
   labels = [f'{os.path.basename(os.path.dirname(os.path.dirname(l.path)))}@{l.step}'
@@ -48,7 +45,7 @@ def inspect_norms(ckpts, plot_path=''):
   if len(set(labels)) < len(labels):
     labels = [l.path for l in loaded]
   by_label = {label: norms.layer_norms(l.params) for label, l in zip(labels, loaded)}
-  path = norms.plot(by_label, plot_path or _default_plot(ckpts[0], 'norms'))
+  path = norms.plot(by_label, plot_path) if plot_path else ''
   return norms.table(by_label), path
 
 
@@ -57,6 +54,9 @@ def run(ckpts, norms_mode=False, plot_path='', routing_mode=False, batches=None)
     raise ConfigError('pass exactly one of --norms and --routing')
   if plot_path and not plot_path.lower().endswith('.png'):
     raise ConfigError(f'--plot={plot_path} must end in .png')
+  for ckpt in ckpts if plot_path else ():   # named, it may go inside a workdir, never over one
+    containment.apart(plot_path, '--plot', os.path.dirname(checkpoint.resolve(ckpt)[0]),
+                      '--ckpt', 'workdir', inside_ok=True)
   if norms_mode:
     text, path = inspect_norms(ckpts, plot_path)
   else:
@@ -64,7 +64,7 @@ def run(ckpts, norms_mode=False, plot_path='', routing_mode=False, batches=None)
       raise ConfigError(f'--routing takes one --ckpt, got {len(ckpts)}')
     checkpoint.resolve(ckpts[0])   # a one-line error for a path that is no checkpoint
     text, path, _ = routing.inspect_checkpoint(ckpts[0], batches, plot_path)
-  return f'{text}\nplot: {path}'
+  return f'{text}\nplot: {path or "none (pass --plot=PNG to write one)"}'
 
 
 def main(argv):

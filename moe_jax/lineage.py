@@ -10,11 +10,12 @@ began; then a `warning:` line for each parent deleted or moved since (the
 chain still prints: the record carries it). `--json` prints the same for
 tools, with the raw record. The record is moe_jax/workdir/lineage.py's.
 """
-import argparse
 import json
 import sys
 
-from moe_jax.errors import ConfigError
+from absl import flags
+
+from moe_jax import cli
 from moe_jax.workdir import lineage
 
 
@@ -26,29 +27,34 @@ def _text(table):
   return '\n'.join([line(dict(lineage.COLUMNS))] + [line(c) for c in cells])
 
 
-def main(argv=None):
-  p = argparse.ArgumentParser(prog='python -m moe_jax.lineage', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument('dir', help='workdir or checkpoint step directory')
-  p.add_argument('--json', action='store_true', help='one JSON object instead of the table')
-  args = p.parse_args(argv)
-  try:
-    workdir, _ = lineage.locate(args.dir)
-    record, step = lineage.at_checkpoint(args.dir)
-  except ConfigError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 2
+def text(directory, as_json=False):
+  """What the command prints for DIR: the chain and the table (then a
+  `warning:` line per problem), or JSON with `as_json`."""
+  workdir, _ = lineage.locate(directory)
+  lineage.read(workdir)   # DIR's own record malformed (a cycle, steps going back): refused
+  record, step = lineage.at_checkpoint(directory)
   table = lineage.rows(record, step)
   problems = lineage.check(record, workdir)
-  if args.json:
-    print(json.dumps(dict(workdir=workdir, step=step, chain=lineage.chain(table), stages=table,
-                          problems=problems, record=record), indent=1))
-  else:
-    print(lineage.chain(table) + '\n\n' + _text(table))
-    for problem in problems:
-      print(f'warning: {problem}')
-  return 0
+  if as_json:
+    return json.dumps(dict(workdir=workdir, step=step, chain=lineage.chain(table), stages=table,
+                           problems=problems, record=record), indent=1) + '\n'
+  return '\n'.join([lineage.chain(table) + '\n\n' + _text(table)] +
+                   [f'warning: {p}' for p in problems]) + '\n'
 
 
-if __name__ == '__main__':
-  sys.exit(main())
+def define_flags(fv=flags.FLAGS):
+  """The command's flags, on `fv` (tests parse into their own FlagValues)."""
+  flags.DEFINE_bool('json', False, 'One JSON object instead of the table.', flag_values=fv)
+
+
+def from_flags(fv, directory):
+  return text(directory, fv.json)
+
+
+def main(argv):
+  sys.stdout.write(cli.run_reporting_errors(from_flags, flags.FLAGS, argv[1]))
+
+
+if __name__ == '__main__':   # flags only here: tests import this module
+  define_flags()
+  cli.run_app(main, positional=('DIR',))

@@ -18,10 +18,13 @@ Laws: seed 002 Table 2 unless --law gives the output of `python -m
 moe_jax.scaling_laws fit --out` (repeatable; later files replace the roles
 they fit).
 """
-import argparse
 import json
+import math
 import sys
 
+from absl import flags
+
+from moe_jax import cli
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import laws, plan
 from moe_jax.upcycle import options
@@ -54,21 +57,24 @@ def _step_times(items, names):
   return out
 
 
-def build(args):
+def build(ckpt, budget, law=(), experts='8', top_k=2, factors='2,4', measured=(),
+          step_time=(), devices=None, tokens=None):
   """(plan result, source): everything the command prints."""
-  budget = plan.parse_budget(args.budget)
+  budget = plan.parse_budget(budget)
   law_set = laws.default()
-  for path in args.law or []:
+  for path in law or []:
     law_set.update(laws.load(path))
-  if args.devices is not None and args.devices <= 0:
-    raise ConfigError(f'--devices={args.devices} must be > 0')
-  if args.tokens is not None and args.tokens < 0:
-    raise ConfigError(f'--tokens={args.tokens} must be >= 0')
-  source = options.source(args.ckpt, args.tokens)
-  devices = args.devices or source['devices'] or 1
-  targets = options.targets(args.ckpt, _ints(args.experts, 'experts', 2), args.top_k,
-                            _ints(args.factors, 'factors', 2))
-  for workdir in args.measured or []:
+  if devices is not None and devices <= 0:
+    raise ConfigError(f'--devices={devices} must be > 0')
+  if tokens is not None and not (math.isfinite(tokens) and tokens >= 0):
+    raise ConfigError(f'--tokens={tokens} must be a finite number >= 0')
+  if top_k < 1:
+    raise ConfigError(f'--top_k={top_k} must be >= 1')
+  source = options.source(ckpt, tokens)
+  devices = devices or source['devices'] or 1
+  targets = options.targets(ckpt, _ints(experts, 'experts', 2), top_k,
+                            _ints(factors, 'factors', 2))
+  for workdir in measured or []:
     model, seconds = options.measured(workdir, source['tokens_per_step'], devices)
     same = [t for t in [dict(model=source['model'], name='keep')] + targets
             if all(t['model'][k] == model[k] for k in _SAME)]
@@ -79,44 +85,56 @@ def build(args):
       t['seconds_per_step'] = seconds
     if same[0]['name'] == 'keep':
       source['seconds_per_step'] = seconds
-  given = _step_times(args.step_time, {'keep'} | {t['name'] for t in targets})
+  given = _step_times(step_time, {'keep'} | {t['name'] for t in targets})
   source['seconds_per_step'] = given.get('keep', source['seconds_per_step'])
   for t in targets:
     t['seconds_per_step'] = given.get(t['name'], t.get('seconds_per_step'))
   return plan.plan(source, targets, budget, law_set, devices)
 
 
-def parser():
-  p = argparse.ArgumentParser(prog='python -m moe_jax.plan', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument('--ckpt', required=True, help='workdir (newest checkpoint) or step directory')
-  p.add_argument('--budget', required=True, help='e.g. 2e9tokens, 1e18flops, 120gpuh')
-  p.add_argument('--law', action='append', help='fit JSON from scaling_laws fit --out')
-  p.add_argument('--experts', default='8', help='dense source: experts to sparse-upcycle to')
-  p.add_argument('--top_k', type=int, default=2, help='dense source: top-k of the MoE')
-  p.add_argument('--factors', default='2,4', help='MoE source: expansion factors m')
-  p.add_argument('--measured', action='append', help='workdir of a grown model: its step time')
-  p.add_argument('--step_time', action='append', help='NAME=SECONDS per step (keep, sparse_8x, '
-                 'expert_x2, ...)')
-  p.add_argument('--devices', type=int, help='devices per step (default: run.json, else 1)')
-  p.add_argument('--tokens', type=float, help='tokens the source has seen (overrides lineage)')
-  p.add_argument('--json', action='store_true', help='print JSON instead of the table')
-  return p
+def text(as_json=False, **kwargs):
+  """What the command prints: the table, or JSON with `as_json`."""
+  result = build(**kwargs)
+  if as_json:
+    return json.dumps(dict(result, budget=str(result['budget'])), indent=1) + '\n'
+  return plan.table(result)
 
 
-def main(argv=None):
-  args = parser().parse_args(argv)
-  try:
-    result = build(args)
-  except ConfigError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 2
-  if args.json:
-    print(json.dumps(dict(result, budget=str(result['budget'])), indent=1))
-  else:
-    sys.stdout.write(plan.table(result))
-  return 0
+def define_flags(fv=flags.FLAGS):
+  """The command's flags, on `fv` (tests parse into their own FlagValues)."""
+  flags.DEFINE_string('ckpt', None, 'Workdir (newest checkpoint) or step directory.',
+                      required=True, flag_values=fv)
+  flags.DEFINE_string('budget', None, 'e.g. 2e9tokens, 1e18flops, 120gpuh.', required=True,
+                      flag_values=fv)
+  flags.DEFINE_multi_string('law', [], 'Fit JSON from scaling_laws fit --out (repeatable).',
+                            flag_values=fv)
+  flags.DEFINE_string('experts', '8', 'Dense source: experts to sparse-upcycle to.',
+                      flag_values=fv)
+  flags.DEFINE_integer('top_k', 2, 'Dense source: top-k of the MoE.', flag_values=fv)
+  flags.DEFINE_string('factors', '2,4', 'MoE source: expansion factors m.', flag_values=fv)
+  flags.DEFINE_multi_string('measured', [], 'Workdir of a grown model: its step time.',
+                            flag_values=fv)
+  flags.DEFINE_multi_string('step_time', [], 'NAME=SECONDS per step (keep, sparse_8x, '
+                            'expert_x2, ...).', flag_values=fv)
+  flags.DEFINE_integer('devices', None, 'Devices per step (default: run.json, else 1).',
+                       flag_values=fv)
+  flags.DEFINE_float('tokens', None, 'Tokens the source has seen (overrides lineage).',
+                     flag_values=fv)
+  flags.DEFINE_bool('json', False, 'Print JSON instead of the table.', flag_values=fv)
 
 
-if __name__ == '__main__':
-  sys.exit(main())
+def from_flags(fv=flags.FLAGS):
+  """text() of parsed flag values."""
+  return text(fv.json, ckpt=fv.ckpt, budget=fv.budget, law=fv.law, experts=fv.experts,
+              top_k=fv.top_k, factors=fv.factors, measured=fv.measured,
+              step_time=fv.step_time, devices=fv.devices, tokens=fv.tokens)
+
+
+def main(argv):
+  del argv   # cli.run_app refuses positional arguments
+  sys.stdout.write(cli.run_reporting_errors(from_flags))
+
+
+if __name__ == '__main__':   # flags only here: tests import this module
+  define_flags()
+  cli.run_app(main)

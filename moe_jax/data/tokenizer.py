@@ -54,7 +54,10 @@ class ByteTokenizer(_Fingerprinted):
   fingerprint = 'byte'
 
   def encode(self, text):
-    return np.frombuffer(text.encode('utf-8'), np.uint8).astype(np.int32) + self.offset
+    # surrogateescape: a command-line argument with a byte that is not UTF-8
+    # arrives as a lone surrogate (PEP 383); it encodes back to that byte.
+    return np.frombuffer(text.encode('utf-8', 'surrogateescape'), np.uint8).astype(
+        np.int32) + self.offset
 
   def encode_batch(self, texts):
     return [self.encode(t) for t in texts]
@@ -124,15 +127,21 @@ class BpeTokenizer(_Fingerprinted):
     return self.tok.to_str()
 
   def encode(self, text):
-    return np.asarray(self.tok.encode(text, add_special_tokens=False).ids, np.int32)
+    return np.asarray(self.tok.encode(_valid(text), add_special_tokens=False).ids, np.int32)
 
   def encode_batch(self, texts):
     # The Rust side encodes the batch on all cores.
     return [np.asarray(e.ids, np.int32)
-            for e in self.tok.encode_batch(list(texts), add_special_tokens=False)]
+            for e in self.tok.encode_batch([_valid(t) for t in texts], add_special_tokens=False)]
 
   def decode(self, ids):
     return self.tok.decode([int(i) for i in ids], skip_special_tokens=True)
+
+
+def _valid(text):
+  """`text` with each undecodable byte of a command-line argument (a lone
+  surrogate, PEP 383) as U+FFFD, which a BPE vocabulary can encode."""
+  return text.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')
 
 
 def token_content(token):

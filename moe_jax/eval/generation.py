@@ -15,6 +15,7 @@ dropped. `temperature=0` is greedy (argmax); above 0 samples from
 softmax(logits / temperature).
 """
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -74,13 +75,20 @@ def _decode(model, params, tokens_BP, segment_ids_BP, positions_BP, rng, tempera
 
 
 def generate(model, params, prompts, max_new_tokens, temperature=0.0, eos_id=None, rng=None,
-             pad_id=0, length=0):
+             pad_id=0, length=0, context=0):
   """New tokens for each prompt (see the module docstring). `length` pads the
-  prompts to at least that many slots, so calls of one shape compile once."""
-  if temperature < 0:
-    raise ConfigError(f'temperature={temperature} must be >= 0')
+  prompts to at least that many slots, so calls of one shape compile once.
+  `context` (0: no bound) caps prompt plus new tokens: the positions the
+  model was trained for, and a bound on the time and the KV cache."""
+  if not math.isfinite(temperature) or temperature < 0:   # nan passes every comparison
+    raise ConfigError(f'temperature={temperature} must be a finite number >= 0')
   if max_new_tokens < 1:
     raise ConfigError(f'max_new_tokens={max_new_tokens} must be positive')
+  longest = max((len(p) for p in prompts), default=0)
+  if context and longest + max_new_tokens > context:
+    raise ConfigError(f'max_new_tokens={max_new_tokens} with a prompt of {longest} tokens '
+                      f'exceeds the model\'s context of {context} tokens (at most '
+                      f'{max(context - longest, 0)} new tokens)')
   tokens, segment_ids, positions = left_pad(prompts, pad_id, length)
   rng = jax.random.key(0) if rng is None else rng
   eos = -1 if eos_id is None else int(eos_id)

@@ -208,8 +208,8 @@ def load_table(history, points=5):
 def inspect_checkpoint(ckpt, batches=None, plot_path=''):
   """(markdown, plot path, result dict) of CKPT (`inspect --routing`): routing
   of `batches` validation batches (default: eval_batches), the load over
-  training; writes the heatmap to `plot_path` (default WORKDIR/plots/routing.png)
-  and the result beside it as .json."""
+  training; writes the heatmap to `plot_path` and the result beside it as
+  .json (nothing without a `plot_path`: the checkpoint is only read)."""
   if batches is not None and batches < 1:
     raise ConfigError(f'--batches={batches} must be positive')
   loaded = restore.load(ckpt)
@@ -223,9 +223,10 @@ def inspect_checkpoint(ckpt, batches=None, plot_path=''):
   result['step'] = loaded.step
   history = load_over_training(workdir)
   result['load_over_training'] = history
-  path = plot_path or os.path.join(workdir, 'plots', 'routing.png')
-  heatmap(result, path, f'{os.path.basename(workdir)} @ step {loaded.step}')
-  files.write_json(os.path.splitext(path)[0] + '.json', result)
+  path = plot_path
+  if path:
+    heatmap(result, path, f'{os.path.basename(workdir)} @ step {loaded.step}')
+    files.write_json(os.path.splitext(path)[0] + '.json', result)
   text = (f'routing of {loaded.path} over {result["tokens"]} validation tokens '
           f'(share of each group\'s top-k assignments per expert, %)\n\n'
           f'{table(result)}\nexpert load over training (metrics.jsonl)\n\n'

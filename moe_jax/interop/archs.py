@@ -40,7 +40,18 @@ _BY_CLASS = {a.hf_class: a for a in ARCHS.values()}
 def _need(hf, key):
   if hf.get(key) is None:
     raise ConfigError(f'config.json lacks {key!r}')
-  return hf[key]
+  return _count(hf, key)
+
+
+def _count(hf, key):
+  """hf[key] as a positive integer (None when absent); anything else, a
+  string or a float included, is a one-line error naming the key."""
+  value = hf.get(key)
+  if value is None:
+    return None
+  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    raise ConfigError(f'config.json: {key}={value!r} must be a positive integer')
+  return value
 
 
 def _refuse(what, arch):
@@ -79,6 +90,16 @@ def _pattern(moe_layers, num_layers, arch):
 
 def from_hf(hf):
   """(arch name, model group dict, moe group dict) of a transformers config.json."""
+  try:
+    return _from_hf(hf)
+  except (TypeError, ValueError, KeyError, AttributeError) as e:
+    if isinstance(e, ConfigError):
+      raise
+    raise ConfigError(f'config.json: a value of the wrong type or form ({type(e).__name__}: '
+                      f'{e})') from None
+
+
+def _from_hf(hf):
   classes = hf.get('architectures') or []
   if len(classes) != 1 or classes[0] not in _BY_CLASS:
     raise ConfigError(f'architecture {classes} is not supported; supported: '
@@ -94,15 +115,15 @@ def from_hf(hf):
   d, heads = _need(hf, 'hidden_size'), _need(hf, 'num_attention_heads')
   model = dict(
       vocab_size=_need(hf, 'vocab_size'), d_model=d, num_layers=_need(hf, 'num_hidden_layers'),
-      num_heads=heads, num_kv_heads=hf.get('num_key_value_heads') or heads,
-      head_dim=hf.get('head_dim') or d // heads, d_ff=_need(hf, 'intermediate_size'),
+      num_heads=heads, num_kv_heads=_count(hf, 'num_key_value_heads') or heads,
+      head_dim=_count(hf, 'head_dim') or d // heads, d_ff=_need(hf, 'intermediate_size'),
       norm_eps=float(hf.get('rms_norm_eps', 1e-6)), qk_norm=arch.qk_norm,
       qkv_bias=arch.qkv_bias, tie_embeddings=bool(hf.get('tie_word_embeddings', False)),
       max_position_embeddings=int(hf.get('max_position_embeddings') or 0),
       init_std=float(hf.get('initializer_range', 0.02)), dtype='float32', **_rope(hf, arch))
   if not arch.moe:
     return arch.name, model, dict(num_experts=0)
-  experts = hf.get('num_local_experts') or _need(hf, 'num_experts')
+  experts = _count(hf, 'num_local_experts') or _need(hf, 'num_experts')
   moe = dict(num_experts=experts, top_k=_need(hf, 'num_experts_per_tok'), router='learned',
              score='softmax', num_shared_experts=0, use_bias=False,
              balance_loss_weight=float(hf.get('router_aux_loss_coef', 0.0)))

@@ -26,7 +26,7 @@ from moe_jax.data import tokenizer as tokenizer_lib
 from moe_jax.interop import archs, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
 from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint, lineage, staging
+from moe_jax.workdir import checkpoint, containment, lineage, staging
 
 CARD_FILE = 'README.md'
 
@@ -89,6 +89,10 @@ def hf_files(config, params, arch, tok):
 
 def export_checkpoint(ckpt, out, arch='auto', overwrite=False):
   """Writes the transformers directory `out`; returns a summary."""
+  # The whole workdir is the source: --out inside it writes into a training
+  # run, and --out equal to or above it with --overwrite would delete it.
+  containment.apart(out, '--out', os.path.dirname(checkpoint.resolve(ckpt)[0]), '--ckpt',
+                    'workdir')
   out = staging.check(out, overwrite, '--out')
   manager, step, directory = checkpoint.open_step(ckpt)
   # The model at that step (the grown one past an in-run upcycle).

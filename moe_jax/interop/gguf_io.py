@@ -11,6 +11,7 @@ converted from and our rotate-halves RoPE applies unchanged. The tokenizer
 is rebuilt from the file's vocabulary and merges (moe_jax/interop/tokens.py).
 """
 import re
+import struct
 
 import gguf
 import numpy as np
@@ -114,8 +115,10 @@ def read(path):
   tokenizer_config dict) of the GGUF file at `path`."""
   try:
     reader = gguf.GGUFReader(path)
-  except (ValueError, OSError) as e:
-    raise ConfigError(f'{path} is not a readable GGUF file ({e})') from e
+  except (ValueError, OSError, IndexError, KeyError, TypeError, OverflowError, MemoryError,
+          struct.error) as e:   # the reader trusts the header: a cut file or a huge count
+    raise ConfigError(f'{path} is not a readable GGUF file (truncated or corrupt: '
+                      f'{type(e).__name__}: {e})') from None
   meta = metadata(reader)
   hf = _config(meta, {t.name for t in reader.tensors})
   tensors = {}

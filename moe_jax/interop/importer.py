@@ -17,13 +17,15 @@ import os
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from moe_jax.data import pipeline
 from moe_jax.data.tokenizer import SPECIALS_FILE
 from moe_jax.errors import ConfigError
 from moe_jax.interop import archs, gguf_io, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
-from moe_jax.workdir import checkpoint, files, lineage, run_record, staging
+from moe_jax.train import config_check
+from moe_jax.workdir import checkpoint, containment, files, lineage, run_record, staging
 
 
 def read(src):
@@ -41,6 +43,9 @@ def convert(src, base_config):
   """(config, params, tokenizer, specials, arch name): the source in our terms,
   params a nested dict of float32 numpy arrays."""
   hf, tensors, tok, specials = read(src)
+  for name, w in tensors.items():   # evaluate refuses such a workdir later; refuse it now
+    if w.dtype.kind not in 'biu' and not np.isfinite(np.asarray(w, np.float32)).all():
+      raise ConfigError(f'--src={src}: tensor {name} holds non-finite values (NaN or inf)')
   arch, model, moe = archs.from_hf(hf)
   config = base_config.copy_and_resolve_references()
   config.model.update(model)
@@ -48,6 +53,7 @@ def convert(src, base_config):
   config.data.update(tokenizer='bpe', tokenizer_path='',
                      bpe_vocab_size=tok.get_vocab_size(with_added_tokens=True))
   config.init_from = ''
+  config_check.check_run(config)   # the checks `main` runs on the keys --config gave
   cfg = model_config.ModelConfig.from_config(config)
   if config.data.bpe_vocab_size > cfg.vocab_size:
     raise ConfigError(f'the tokenizer has {config.data.bpe_vocab_size} tokens, more than the '
@@ -59,6 +65,9 @@ def convert(src, base_config):
 
 def import_checkpoint(src, workdir, base_config, overwrite=False):
   """Writes the workdir; returns a summary (arch, params, vocabulary, paths)."""
+  if not src:
+    raise ConfigError('--src is empty')
+  containment.apart(workdir, '--workdir', src, '--src', 'checkpoint')
   workdir = staging.check(workdir, overwrite, '--workdir')
   config, params, tok, specials, arch = convert(src, base_config)
   history = lineage.record_import(workdir, run_record.summary(config), os.path.abspath(src),

@@ -7,6 +7,7 @@ so a tensor is read from disk when it is converted. Writing uses the package.
 Nothing here unpickles: a directory of `pytorch_model.bin` files is refused.
 """
 import json
+import math
 import os
 import struct
 
@@ -36,22 +37,47 @@ def read_file(path):
       header = json.loads(f.read(length))
     except ValueError as e:
       raise ConfigError(f'{path} has an unreadable safetensors header ({e})') from e
+  if not isinstance(header, dict):
+    raise ConfigError(f'{path}: the safetensors header is a JSON {type(header).__name__}, '
+                      'not an object')
   header.pop('__metadata__', None)
   data = (np.memmap(path, np.uint8, 'r', offset=8 + length) if size > 8 + length
           else np.zeros(0, np.uint8))
   out = {}
   for name, info in header.items():
+    if not isinstance(info, dict):
+      raise ConfigError(f'{path}: tensor {name} has a header entry {info!r}, not an object')
     dtype = _DTYPES.get(info.get('dtype'))
     if dtype is None:
       raise ConfigError(f'{path}: tensor {name} has dtype {info.get("dtype")!r}, not one of '
                         f'{sorted(_DTYPES)}')
-    begin, end = info['data_offsets']
-    shape = tuple(info['shape'])
-    if end > len(data) or end - begin != int(np.prod(shape)) * np.dtype(dtype).itemsize:
+    offsets, shape = info.get('data_offsets'), info.get('shape')
+    if not (_ints(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1] and _ints(shape)):
+      raise ConfigError(f'{path}: tensor {name} has data_offsets={offsets!r} and shape='
+                        f'{shape!r}, not two ordered integers >= 0 and a list of them')
+    begin, end = offsets
+    shape = tuple(shape)
+    if end > len(data) or end - begin != math.prod(shape) * np.dtype(dtype).itemsize:
       raise ConfigError(f'{path} is truncated or corrupt: tensor {name} {shape} {info["dtype"]} '
                         f'does not fit bytes {begin}..{end} of {len(data)}')
     out[name] = data[begin:end].view(dtype).reshape(shape)
   return out
+
+
+def _ints(values):
+  return isinstance(values, list) and all(
+      isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
+
+
+def _shard(path, name):
+  """`name` of the index's weight_map, a file inside the checkpoint directory
+  `path` (after resolving links): an entry cannot make us open /etc/passwd."""
+  if not isinstance(name, str) or not name:
+    raise ConfigError(f'{path}/{INDEX}: weight_map entry {name!r} is not a file name')
+  real, inside = os.path.realpath(path), os.path.realpath(os.path.join(path, name))
+  if os.path.commonpath([real, inside]) != real or inside == real:
+    raise ConfigError(f'{path}/{INDEX}: weight_map entry {name!r} points outside --src')
+  return name
 
 
 def read_dir(path):
@@ -61,7 +87,9 @@ def read_dir(path):
   index = os.path.join(path, INDEX)
   if os.path.isfile(index):
     weight_map = files.read_json(index).get('weight_map') or {}
-    shards = sorted(set(weight_map.values()))
+    if not isinstance(weight_map, dict):
+      raise ConfigError(f'{index}: weight_map is a {type(weight_map).__name__}, not an object')
+    shards = sorted({_shard(path, f) for f in weight_map.values()})
     missing = [f for f in shards if not os.path.isfile(os.path.join(path, f))]
     if missing:
       raise ConfigError(f'{path}: shard(s) {", ".join(missing)} listed in {INDEX} are missing')

@@ -24,8 +24,9 @@ import numpy as np
 
 from moe_jax import atomic
 from moe_jax.errors import ConfigError
-from moe_jax.scaling_laws import (collect, cost, dstar, fit, forms, laws, optimal, plots,
-                                  presets, table)
+from moe_jax.scaling_laws import (collect, cost, dstar, fit, forms, optimal, plots, presets,
+                                  table)
+from moe_jax.workdir import files
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,8 +74,8 @@ _POSITIVE_COUNT = _flag_type(integer=True, low=1)
 
 def _floats(text, flag):
   """Comma-separated finite positive numbers (at least one)."""
-  values = [v for v in text.split(',') if v.strip()]
-  if not values:
+  values = text.split(',')
+  if not text.strip() or not all(v.strip() for v in values):
     raise ConfigError(f'{flag}: expected comma-separated numbers, got {text!r}')
   try:
     return [_number(v, low=0, strict=True) for v in values]
@@ -90,6 +91,8 @@ def _assignments(items, flag):
       key, eq, value = part.partition('=')
       if not eq or not key:
         raise ConfigError(f'{flag}: expected NAME=NUMBER, got {part!r}')
+      if key in out:
+        raise ConfigError(f'{flag}: {key} is given twice')
       try:
         out[key] = _number(value)
       except ConfigError as e:
@@ -113,25 +116,12 @@ def _check_output(path, flag, formats=None):
     raise ConfigError(f'{flag}={path}: .{ext} is not one of the formats {list(formats)}')
 
 
-def _read_fit_file(spec):
-  try:
-    with open(spec, encoding='utf-8') as f:
-      entry = json.load(f)
-  except (OSError, UnicodeDecodeError) as e:
-    raise ConfigError(f'--params {spec}: cannot read ({e})') from None
-  except json.JSONDecodeError as e:
-    raise ConfigError(f'--params {spec}: not JSON ({e.msg} at line {e.lineno})') from None
-  if not isinstance(entry, dict):
-    raise ConfigError(f'--params {spec}: expected a JSON object (a fit --out file)')
-  return entry
-
-
 def _load_params(spec, form_name=None):
   """(form, params) from a preset name or a JSON file written by `fit --out`."""
   if spec in presets.PRESETS:
     entry = presets.PRESETS[spec]
   elif os.path.isfile(spec):
-    entry = _read_fit_file(spec)
+    entry = files.read_json(spec)
     fits = entry.get('fits', [entry])
     if not isinstance(fits, list) or not all(isinstance(e, dict) for e in fits):
       raise ConfigError(f'--params {spec}: "fits" is not a list of objects')
@@ -163,44 +153,20 @@ def _plot_path(path, name, many):
 
 def cmd_fit(args):
   names = args.form.split(',')
-  fit_forms = [forms.get(name) for name in names]
+  for name in names:
+    forms.get(name)   # an unknown form before the table is read
   _check_output(args.out, '--out')
   for name in names:
     _check_output(args.plot and _plot_path(args.plot, name, len(names) > 1), '--plot',
                   plots.FORMATS)
-  cols = table.select(table.load(args.runs), args.kind)
-  fixed = _assignments(args.fix, '--fix')
-  known = {p for form in fit_forms for p in form.params}
-  unknown = sorted(set(fixed) - known)
-  if unknown:
-    raise ConfigError(f'--fix {unknown[0]}: not a parameter of form {args.form!r} '
-                      f'(parameters: {", ".join(sorted(known))})')
-  # kind and domain (what the runs cover) tell the planner what a fit may predict.
-  out = {'kind': args.kind, 'fits': []}
-  if args.joint_e:
-    every = table.load(args.runs)
-    e_fit = fit.joint_e(every, max_inits=args.max_inits, method=args.method)
-    fixed['E'] = e_fit.params['E']
-    out['joint_e_fit'] = {'form': e_fit.form, 'params': e_fit.params, 'n': e_fit.n,
-                          'domain': laws.domain(fit.dense_and_moe(every))}
-  for name, form in zip(names, fit_forms):
-    result = fit.fit(form, cols, fixed={k: v for k, v in fixed.items() if k in form.params},
-                     method=args.method, max_inits=args.max_inits, seed=args.seed)
-    entry = {'form': name, 'equation': form.equation, 'params': result.params,
-             'fixed': result.fixed, 'huber_objective': result.objective, 'n': result.n,
-             'domain': laws.domain(cols)}
-    if args.loo:
-      entry['loo_rms'] = fit.loo_rms(form, cols, result, method=args.method)
-    if args.bootstrap:
-      draws = fit.bootstrap_draws(form, cols, result, n_boot=args.bootstrap, seed=args.seed,
-                                  method=args.method)
-      entry['ci95'] = fit.bootstrap(form, cols, result, draws=draws)
-      entry['draws'] = draws
-    if args.plot:
-      plots.fit_curves(form, result.params, cols, _plot_path(args.plot, name, len(names) > 1))
-    out['fits'].append(entry)
-  if args.loo:
-    out['best_by_loo'] = min(out['fits'], key=lambda e: e['loo_rms'])['form']
+  every = table.load(args.runs)
+  out = fit.fit_table(every, names, args.kind, _assignments(args.fix, '--fix'), args.joint_e,
+                      args.loo, args.bootstrap, args.max_inits, args.method, args.seed)
+  if args.plot:
+    cols = table.select(every, args.kind)
+    for entry in out['fits']:
+      plots.fit_curves(forms.get(entry['form']), entry['params'], cols,
+                       _plot_path(args.plot, entry['form'], len(names) > 1))
   if args.out:
     atomic.write_text(args.out, json.dumps(out, indent=1))
   return out

@@ -26,22 +26,11 @@ A workdir written before lineage.json existed is read from run.json alone:
   a source checkpoint D1 = the source's own tokens at its step, D2 = this run's
 """
 import json
+import math
 import os
 
 from moe_jax.errors import ConfigError
-
-
-def _read_json(path):
-  try:
-    with open(path, encoding='utf-8') as f:
-      record = json.load(f)
-  except (OSError, UnicodeDecodeError) as e:
-    raise ConfigError(f'{path}: cannot read ({e})') from None
-  except json.JSONDecodeError as e:
-    raise ConfigError(f'{path}: not JSON ({e.msg})') from None
-  if not isinstance(record, dict):
-    raise ConfigError(f'{path}: expected a JSON object, got {type(record).__name__}')
-  return record
+from moe_jax.workdir import files
 
 
 def _field(record, dotted, where):
@@ -59,7 +48,7 @@ def read_run(workdir):
   path = os.path.join(workdir, 'run.json')
   if not os.path.isfile(path):
     raise ConfigError(f'workdir {workdir}: no run.json (written by the trainer at start)')
-  return _read_json(path)
+  return files.read_json(path)
 
 
 def last_val_loss(workdir):
@@ -97,7 +86,7 @@ def read_stages(workdir):
   path = os.path.join(workdir, 'lineage.json')
   if not os.path.isfile(path):
     return None
-  stages = _field(_read_json(path), 'stages', path)
+  stages = _field(files.read_json(path), 'stages', path)
   if not isinstance(stages, list) or not stages:
     raise ConfigError(f'{path}: "stages" is not a non-empty list')
   return stages
@@ -165,9 +154,13 @@ def row(workdir):
 def _row(kind, n1, d1, d2, source_experts, final, loss, workdir, where):
   fget = lambda key: _field(final, key, where)
   n2, n_total = fget('nonembed_active'), fget('nonembed')
-  return {'kind': kind, 'N1': n1, 'N2': n2, 'N_total': n_total, 'D1': d1, 'D2': d2,
+  out = {'kind': kind, 'N1': n1, 'N2': n2, 'N_total': n_total, 'D1': d1, 'D2': d2,
           'P': n_total / n2, 'n_expert': fget('num_experts'), 'top_k': fget('top_k'),
           'source_experts': source_experts, 'loss': loss, 'workdir': workdir}
+  for key, value in out.items():   # JSON has no NaN: a row prints as JSON or not at all
+    if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
+      raise ConfigError(f'{where}: {key}={value} must be a finite number >= 0')
+  return out
 
 
 def collect(workdirs):

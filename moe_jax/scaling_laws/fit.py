@@ -15,7 +15,7 @@ import numpy as np
 from scipy import optimize
 
 from moe_jax.errors import ConfigError
-from moe_jax.scaling_laws import forms, table
+from moe_jax.scaling_laws import forms, laws, table
 
 HUBER_DELTA = 1e-3
 
@@ -183,3 +183,43 @@ def joint_e(cols, **kwargs):
     if 'kind' not in both or not (both['kind'] == kind).any():
       raise ConfigError(f'runs table: the joint E fit needs rows of kind {kind!r}')
   return fit(forms.get('chinchilla_joint'), both, **kwargs)
+
+
+def fit_table(every, names, kind='all', fixed=None, joint_e_fit=False, loo=False, bootstrap_n=0,
+              max_inits=64, method='BFGS', seed=0):
+  """What `scaling_laws fit` writes: {'kind', 'fits': [one entry per form of
+  `names`: params, fixed, objective, n, domain, and loo_rms / ci95 and draws
+  when asked], 'best_by_loo', 'joint_e_fit'} for the rows of `kind` of the
+  runs table `every`. `joint_e_fit` first fixes E by a joint dense + MoE fit
+  of all rows (seed 002 sec. 5); `fixed` holds other parameters. The kind
+  and domain (what the runs cover) tell the planner what a fit may predict."""
+  fit_forms = [forms.get(name) for name in names]
+  fixed = dict(fixed or {})
+  known = {p for form in fit_forms for p in form.params}
+  unknown = sorted(set(fixed) - known)
+  if unknown:
+    raise ConfigError(f'--fix {unknown[0]}: not a parameter of form {",".join(names)!r} '
+                      f'(parameters: {", ".join(sorted(known))})')
+  cols = table.select(every, kind)
+  out = {'kind': kind, 'fits': []}
+  if joint_e_fit:
+    e_fit = joint_e(every, max_inits=max_inits, method=method)
+    fixed['E'] = e_fit.params['E']
+    out['joint_e_fit'] = {'form': e_fit.form, 'params': e_fit.params, 'n': e_fit.n,
+                          'domain': laws.domain(dense_and_moe(every))}
+  for name, form in zip(names, fit_forms):
+    result = fit(form, cols, fixed={k: v for k, v in fixed.items() if k in form.params},
+                 method=method, max_inits=max_inits, seed=seed)
+    entry = {'form': name, 'equation': form.equation, 'params': result.params,
+             'fixed': result.fixed, 'huber_objective': result.objective, 'n': result.n,
+             'domain': laws.domain(cols)}
+    if loo:
+      entry['loo_rms'] = loo_rms(form, cols, result, method=method)
+    if bootstrap_n:
+      draws = bootstrap_draws(form, cols, result, n_boot=bootstrap_n, seed=seed, method=method)
+      entry['ci95'] = bootstrap(form, cols, result, draws=draws)
+      entry['draws'] = draws
+    out['fits'].append(entry)
+  if loo:
+    out['best_by_loo'] = min(out['fits'], key=lambda e: e['loo_rms'])['form']
+  return out

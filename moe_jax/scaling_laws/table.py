@@ -25,6 +25,7 @@ from moe_jax.errors import ConfigError
 
 COLUMNS = ('kind', 'N1', 'N2', 'N_total', 'D1', 'D2', 'P', 'n_expert', 'top_k', 'loss')
 KINDS = ('dense', 'moe', 'upcycled')
+MAX_LOSS = 100.0   # nats; a uniform guess over 1M tokens is 13.8
 
 
 def _number(value):
@@ -75,7 +76,10 @@ def load(path):
 def _csv_rows(text, source):
   reader = csv.reader(io.StringIO(text))
   try:
-    header = next(reader, None)
+    header = next(reader, None) or []
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+      raise ConfigError(f'{source}: column {twice[0]!r} appears more than once in the header')
     rows = []
     for values in reader:
       if not values:
@@ -143,3 +147,8 @@ def check(cols, columns, what):
     if bad.size:
       raise ConfigError(f'runs table: column {name!r} must be finite and > 0 for {what}; '
                         f'row {bad[0]} has {v[bad[0]]}')
+  over = np.flatnonzero(cols['loss'] > MAX_LOSS)
+  if over.size:
+    raise ConfigError(f'runs table: loss {cols["loss"][over[0]]:g} (row {over[0]}) is no '
+                      f'cross-entropy in nats (at most {MAX_LOSS:g}: ln of a 2.7e43-token '
+                      'vocabulary)')

@@ -25,19 +25,15 @@ import shutil
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, NonFiniteLossError
 from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint, files, lineage, placement, run_record, staging
+from moe_jax.workdir import checkpoint, containment, files, lineage, placement, run_record, staging
 
 
 def _paths(src, dst, overwrite):
   """(checkpoints dir, step, source workdir, dst): dst as staging.resolve
-  gives it, outside the source workdir (both compared as real paths)."""
+  gives it, apart from the source workdir (workdir/containment.py)."""
   src_dir, step = checkpoint.resolve(src)
   src_workdir = os.path.dirname(src_dir)
-  if dst:
-    target, real_src = staging.resolve(dst), os.path.realpath(src_workdir)
-    for path in (target, os.path.realpath(target)):
-      if os.path.commonpath([path, real_src]) in (path, real_src):
-        raise ConfigError(f'--dst={dst} ({path}) must lie outside --src (workdir {real_src})')
+  containment.apart(dst, '--dst', src_workdir, '--src', 'workdir')
   return src_dir, step, src_workdir, staging.check(dst, overwrite, '--dst')
 
 

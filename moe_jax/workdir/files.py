@@ -54,7 +54,7 @@ def read_json(path):
   """The JSON object at `path`; a missing, unreadable or malformed file is a
   one-line ConfigError naming it."""
   try:
-    with open(path) as f:
+    with open(path, encoding='utf-8') as f:
       record = json.load(f)
   except FileNotFoundError:
     raise ConfigError(f'{path} is missing') from None

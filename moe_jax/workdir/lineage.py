@@ -130,8 +130,39 @@ def _problem(record):
     missing = [k for k in _STAGE_KEYS if not isinstance(s, dict) or k not in s]
     if missing:
       return f'stage {i} lacks {missing[0]!r}'
-    if not isinstance(s['start_step'], int) or not isinstance(s['workdir'], str):
-      return f'stage {i}: start_step must be an integer and workdir a path'
+    if not _step(s['start_step']) or not isinstance(s['workdir'], str):
+      return f'stage {i}: start_step must be an integer >= 0 and workdir a path'
+    if s['end_step'] is not None and not (_step(s['end_step']) and
+                                          s['end_step'] >= s['start_step']):
+      return (f'stage {i}: end_step={s["end_step"]!r} must be null or an integer >= its '
+              f'start_step={s["start_step"]}')
+  return _out_of_order(stages)
+
+
+def _step(value):
+  return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _out_of_order(stages):
+  """What makes the stages no chain: one that repeats an earlier stage (a
+  cycle), tokens that go back, or a stage of the same workdir that starts
+  before the one it continues ends (steps that go back); None: nothing."""
+  for i in range(1, len(stages)):
+    prev, s = stages[i - 1], stages[i]
+    same = lambda a, b: {k: v for k, v in a.items() if k != 'end_step'} == {
+        k: v for k, v in b.items() if k != 'end_step'}
+    if any(same(s, earlier) for earlier in stages[:i]):
+      return f'stage {i} repeats an earlier stage (the stages form a cycle)'
+    if prev['end_step'] is None:
+      return f'stage {i - 1} has no end_step, yet stage {i} grew from it'
+    if s['workdir'] == prev['workdir'] and s['start_step'] < prev['end_step']:
+      return (f'stage {i} starts at step {s["start_step"]}, before stage {i - 1} of the same '
+              f'workdir ends (step {prev["end_step"]}): the steps go back')
+    before = [t['tokens_before'] for t in (prev, s)]
+    if None not in before and all(isinstance(t, (int, float)) for t in before) and (
+        before[1] < before[0]):
+      return (f'stage {i} starts with tokens_before={before[1]}, fewer than stage {i - 1} '
+              f'({before[0]}): the tokens go back')
   return None
 
 

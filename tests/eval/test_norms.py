@@ -102,8 +102,9 @@ def test_inspect_prints_and_plots(inspect, tmp_path):
   want = norms.layer_norms(params)
   assert [float(r[2]) for r in rows] == pytest.approx(
       [float(v['weights']) for v in want.values()], abs=1e-3)
-  png = os.path.join(workdir, 'plots', 'norms.png')
-  assert lines[-1] == f'plot: {png}' and os.path.getsize(png) > 0
+  # A read-only command: no plot unless --plot names one.
+  assert lines[-1] == 'plot: none (pass --plot=PNG to write one)'
+  assert not os.path.exists(os.path.join(workdir, 'plots'))
 
 
 def test_inspect_compares_checkpoints_and_refuses_bad_input(tmp_path):

@@ -19,12 +19,13 @@ class Row:
   pattern: str
   setup: Optional[Callable] = None
   rc: int = 2
+  module: str = ''   # the entry point, where one table drives several
 
 
-def param(row_id, args, pattern, setup=None, rc=2):
+def param(row_id, args, pattern, setup=None, rc=2, module=''):
   import pytest  # pylint: disable=g-import-not-at-top
-  return pytest.param(Row(args.split() if isinstance(args, str) else args, pattern, setup, rc),
-                      id=row_id)
+  return pytest.param(Row(args.split() if isinstance(args, str) else args, pattern, setup, rc,
+                          module), id=row_id)
 
 
 def check(cli, module, row, tmp_path, trained):

@@ -24,6 +24,7 @@ def _workdir(run=None, metrics=None, lineage=None):
   return setup
 
 
+_MODEL = dict(num_experts=0, top_k=0, dense_nonembed=10, nonembed=10, nonembed_active=10)
 FINISHED = ('{"total_steps": 1, "tokens_per_step": 1}', '{"step": 1, "val_loss": 2.0}\n')
 
 
@@ -47,6 +48,12 @@ ROWS = [
           _file('r.csv', CSV.replace('upcycled,1e8', 'sparse,1e8'))),
     param('runs_nan_loss', 'fit --runs={tmp}/r.csv --kind=upcycled',
           r"column 'loss' must be finite and > 0", _file('r.csv', CSV.replace('3.1', 'nan'))),
+    param('runs_duplicate_column', 'fit --runs={tmp}/r.csv',
+          r"column 'loss' appears more than once in the header",
+          _file('r.csv', CSV.replace('D2,loss', 'loss,loss'))),
+    param('runs_loss_1e308', 'fit --runs={tmp}/r.csv --kind=upcycled',
+          r'loss 1e\+308 \(row 0\) is no cross-entropy in nats',
+          _file('r.csv', CSV.replace('3.1', '1e308'))),
     # fit flags.
     param('form_unknown', 'fit --runs={tmp}/r.csv --form=quadratic',
           r"form 'quadratic' is not one of",
@@ -87,6 +94,8 @@ ROWS = [
           r"--at: D1: '' is not a number"),
     param('at_negative', 'predict --params=table2_upcycled --at=D1=-1e9,D2=1e9,N1=1e9',
           r"column 'D1' must be finite and > 0"),
+    param('at_key_twice', 'predict --params=table2_upcycled --at=D1=1e9,D1=2e9,D2=1e9,N1=1e9',
+          r'--at: D1 is given twice'),
     param('at_missing_column', 'predict --params=table2_upcycled --at=D1=1e9,N1=1e9',
           r"column 'D2' must be finite and > 0"),
     param('params_unknown', 'predict --params=table9 --at=D1=1,D2=1,N1=1',
@@ -104,6 +113,9 @@ ROWS = [
           _file('f.json', FIT)),
     # dstar.
     param('n1_empty', 'dstar --n1=', r"--n1: expected comma-separated numbers, got ''"),
+    param('n1_empty_item', 'dstar --n1=1e9,,3e9', r"--n1: expected comma-separated numbers, "
+          r"got '1e9,,3e9'"),
+    param('n1_trailing_comma', 'dstar --n1=1e9,', r'--n1: expected comma-separated numbers'),
     param('n1_inf', 'dstar --n1=1e9,inf', r"--n1: 'inf' is not a finite number"),
     param('n1_nan', 'dstar --n1=nan', r"--n1: 'nan' is not a finite number"),
     param('n1_negative', 'dstar --n1=-1e9', r"--n1: '-1e9' must be > 0"),
@@ -148,6 +160,9 @@ ROWS = [
     param('collect_metrics_val_loss_text', 'collect {tmp}/w',
           r'line 1: step and val_loss must be numbers',
           _workdir('{"total_steps": 1, "tokens_per_step": 1}', '{"step": 1, "val_loss": "low"}\n')),
+    param('collect_val_loss_nan', 'collect {tmp}/w', r'loss=nan must be a finite number >= 0',
+          _workdir(json.dumps(dict(total_steps=1, tokens_per_step=1, model=_MODEL)),
+                   '{"step": 1, "val_loss": NaN}\n')),
     param('collect_lineage_json_malformed', 'collect {tmp}/w', r'lineage.json: not JSON',
           _workdir(*FINISHED, '{')),
     param('collect_lineage_stages_not_a_list', 'collect {tmp}/w',

@@ -16,6 +16,7 @@ from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import __main__ as laws_cli
 from moe_jax.scaling_laws import dstar, laws, plan, presets, table
 from moe_jax.workdir import files, lineage, run_record
+from tests import flag_main
 from tests.scaling_laws import synthetic
 
 S0 = 378_000                   # seed 000: 32 experts pre-trained for tau = 2/3 T steps
@@ -47,7 +48,7 @@ def seed000(tmp_path):
 
 
 def _plan(capsys, *argv):
-  assert plan_cli.main([*argv, '--json']) == 0, capsys.readouterr().err
+  assert flag_main.call(plan_cli, [*argv, '--json']) == 0, capsys.readouterr().err
   out = json.loads(capsys.readouterr().out)
   return out, {o['name']: o for o in out['options']}
 
@@ -177,7 +178,7 @@ def test_bad_inputs_are_one_line_errors(seed000, tmp_path, capsys, args, message
   argv = args.format(tmp=tmp_path).split()
   if not any(a.startswith('--ckpt') for a in argv):
     argv.append(f'--ckpt={seed000}')
-  assert plan_cli.main(argv) == 2
+  assert flag_main.call(plan_cli, argv) == 2
   err = capsys.readouterr().err
   assert err.count('\n') == 1 and err.startswith('error: ') and message in err, err
 

@@ -9,6 +9,7 @@ import pytest
 from moe_jax import lineage as lineage_cli
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import files, lineage
+from tests import flag_main
 
 DENSE = dict(num_experts=0, top_k=2, params=100, params_active=100, nonembed=60,
              nonembed_active=60, dense_nonembed=60, flops_per_token=150)
@@ -82,7 +83,7 @@ def test_missing_parents_are_reported_not_fatal(tmp_path):
       f'stage 1: parent checkpoint {gone}/checkpoints/30 is missing (moved or deleted)']
   os.makedirs(os.path.join(gone, 'checkpoints', '40'))   # the workdir is back, step 30 is not
   assert 'its workdir is there' in lineage.check(record)[0]
-  assert lineage_cli.main([child]) == 0
+  assert flag_main.call(lineage_cli, [child]) == 0
   # A run started from a parent that no longer exists (a --dst written before
   # lineage): the chain begins at a stage of unknown origin that says why.
   run = dict(tokens_per_step=10, model=MOE, source=dict(
@@ -147,7 +148,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys, case, message):
     (stage,) = lineage.at_checkpoint(str(path))[0]['stages']
     assert 'lineage unreadable' in stage['note']
     return
-  assert lineage_cli.main([str(path)]) == 2
+  assert flag_main.call(lineage_cli, [str(path)]) == 2
   err = capsys.readouterr().err
   assert err.count('\n') == 1 and err.startswith('error: ') and message in err
 

@@ -18,6 +18,7 @@ from moe_jax import plan as plan_cli
 from moe_jax.scaling_laws import collect
 from moe_jax.train import trainer
 from moe_jax.workdir import lineage
+from tests import flag_main
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _RUN = dict(total_steps=2, batch_size=8, seq_len=16, log_every_steps=1, eval_every_steps=2,
@@ -34,7 +35,7 @@ def _cli(module, *args):
 
 
 def _text(capsys, *argv):
-  assert lineage_cli.main(list(argv)) == 0
+  assert flag_main.call(lineage_cli, list(argv)) == 0
   return capsys.readouterr().out
 
 
@@ -131,7 +132,8 @@ def _a_moved_parent_is_reported_not_fatal(dense, x2, capsys):
 
 
 def _the_planner_reads_a_trained_checkpoint(dense, moe, x2, capsys):
-  assert plan_cli.main([f'--ckpt={moe}', '--budget=0.001gpuh', f'--measured={x2}', '--json']) == 0
+  assert flag_main.call(plan_cli, [f'--ckpt={moe}', '--budget=0.001gpuh', f'--measured={x2}',
+                                   '--json']) == 0
   out = json.loads(capsys.readouterr().out)
   assert out['source']['tokens'] == 2 * _TOKENS and out['source']['seconds_per_step'] > 0
   by_name = {o['name']: o for o in out['options']}
@@ -140,7 +142,7 @@ def _the_planner_reads_a_trained_checkpoint(dense, moe, x2, capsys):
   # Seed 000's recipe comes from models 1000x larger, seed 002's laws too:
   # neither recommends for a toy model.
   assert out['recommendation'] is None and 'not evidence here' in out['reason']
-  assert plan_cli.main([f'--ckpt={dense}', '--budget=1e6tokens']) == 0
+  assert flag_main.call(plan_cli, [f'--ckpt={dense}', '--budget=1e6tokens']) == 0
   text = capsys.readouterr().out
   assert 'recommendation: none: the laws were fitted on runs unlike this source' in text
   assert text.splitlines()[4].startswith('sparse_8x   MoE 8x top-2')

@@ -1,0 +1,44 @@
+"""workdir/containment.py: a destination inside, equal to or above its source
+is refused, compared as resolved paths; one apart from it passes."""
+import os
+
+import pytest
+
+from moe_jax.errors import ConfigError
+from moe_jax.workdir import containment
+
+
+@pytest.fixture
+def tree(tmp_path):
+  (tmp_path / 'src' / 'checkpoints').mkdir(parents=True)
+  (tmp_path / 'other').mkdir()
+  os.symlink(tmp_path / 'src', tmp_path / 'to_src')
+  os.symlink(tmp_path / 'src' / 'checkpoints', tmp_path / 'into_src')
+  os.symlink(tmp_path, tmp_path / 'other' / 'to_root')
+  return tmp_path
+
+
+@pytest.mark.parametrize('dst', [
+    'src', 'src/x', 'src/checkpoints/x', '.', 'to_src', 'to_src/x', 'into_src', 'into_src/x',
+    'other/to_root', 'other/to_root/src/y', 'src/../src'])
+def test_overlapping_destinations_are_refused(tree, dst):
+  with pytest.raises(ConfigError, match=r'--out=.* must lie outside --src \(workdir .*src\)'):
+    containment.apart(str(tree / dst), '--out', str(tree / 'src'), '--src', 'workdir')
+
+
+@pytest.mark.parametrize('dst', ['other', 'other/x', 'src2', 'sr'])
+def test_destinations_apart_pass(tree, dst):
+  containment.apart(str(tree / dst), '--out', str(tree / 'src'), '--src', 'workdir')
+
+
+def test_a_source_given_through_a_link(tree):
+  with pytest.raises(ConfigError, match='must lie outside'):
+    containment.apart(str(tree / 'src' / 'x'), '--out', str(tree / 'to_src'), '--src')
+
+
+def test_inside_ok_allows_a_file_inside_never_the_source_or_above(tree):
+  containment.apart(str(tree / 'src' / 'n.png'), '--plot', str(tree / 'src'), '--ckpt',
+                    inside_ok=True)
+  for dst in ('src', 'to_src', '.'):
+    with pytest.raises(ConfigError, match='must lie outside'):
+      containment.apart(str(tree / dst), '--plot', str(tree / 'src'), '--ckpt', inside_ok=True)
