@@ -184,8 +184,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
   files.check_dir_writable(workdir, 'workdir')
-  if config.mesh.distributed:
-    jax.distributed.initialize()
+  placement.initialize(config.mesh)
   # 'auto' becomes this platform's path, so config.json and the metrics say what ran.
   config.moe.dispatch = dispatch_lib.resolve(config.moe.dispatch)
   mesh = placement.make_mesh(config.mesh)
