@@ -39,7 +39,7 @@ _DEVICES_FLAG = '--xla_force_host_platform_device_count'
 _PROCESSES = flags.DEFINE_integer('processes', None, 'How many processes to start.')
 _DEVICES = flags.DEFINE_integer('devices_per_process', 0,
                                 'CPU devices per process (0: leave XLA_FLAGS as it is).')
-_GRACE = flags.DEFINE_float('grace_s', 10.0, 'Seconds from SIGTERM to SIGKILL for the '
+_GRACE = flags.DEFINE_float('grace_s', 3.0, 'Seconds from SIGTERM to SIGKILL for the '
                             'processes left when one has failed.')
 
 
@@ -85,7 +85,7 @@ def _describe(code):
   return f'exited with status {code}'
 
 
-def run(command, processes, devices_per_process=0, grace_s=10.0, out=None, poll_s=0.05):
+def run(command, processes, devices_per_process=0, grace_s=3.0, out=None, poll_s=0.05):
   """Runs `command` as `processes` processes of one run; returns the exit status
   (0 when all exit 0, else the first failure's, after stopping the rest)."""
   if processes < 1:
