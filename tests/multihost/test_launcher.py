@@ -75,3 +75,13 @@ def test_no_command_is_a_one_line_error():
   proc = _run([sys.executable, '-m', 'moe_jax.multiprocess', '--processes=2'])
   assert proc.returncode == 2 and proc.stderr.startswith('error: no command'), proc.stderr
   assert len(proc.stderr.splitlines()) == 1
+
+
+def test_a_sweep_trains_each_run_through_the_launcher():
+  from experiments import runner  # pylint: disable=g-import-not-at-top
+  (stage, argv), = runner.commands('/sw', 'cfg.py', 'run', {'config.seed': 1}, processes=2)
+  assert stage == 'train'
+  assert argv[1:5] == ['-m', 'moe_jax.multiprocess', '--processes=2', '--']
+  assert argv[6:8] == ['-m', 'moe_jax.main'] and '--config.seed=1' in argv
+  assert runner.commands('/sw', 'cfg.py', 'run', {})[0][1][1:3] == ['-m', 'moe_jax.main']
+  assert runner.driver_argv('/sw', 'run', 2)[-1] == '--processes=2'
