@@ -97,7 +97,7 @@ def test_sigterm_stops_both_processes_at_one_step_with_experts_across_processes(
   """mesh.expert=4 over 2 processes: the all-to-all crosses them; the in-run
   transition (4 -> 8 experts at step 2) and evaluation run under both."""
   keys = dict(_BASE, total_steps=12, checkpoint_every_steps=0, eval_every_steps=2,
-              **{'mesh.expert': 4, 'mesh.data': 1, 'upcycle.step': 2,
+              **{'mesh.expert': 4, 'mesh.data': 1, 'moe.use_bias': True, 'upcycle.step': 2,
                  'upcycle.recipe': 'expand_experts', 'upcycle.factor': 2})
   run = str(tmp_path / 'run')
   # Process 0 sends SIGTERM to the launcher at step 4, which passes it to both.
