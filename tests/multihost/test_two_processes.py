@@ -116,7 +116,7 @@ def test_sigterm_stops_both_processes_at_one_step_with_experts_across_processes(
   one_val = {r['step']: r['val_loss'] for r in files.metrics(str(tmp_path / 'one'))
              if 'val_loss' in r}
   val = [(r['val_loss'], one_val[r['step']]) for r in records if 'val_loss' in r]
-  assert len(val) >= 2
+  assert val   # step 2's, after the transition
   np.testing.assert_allclose(*zip(*val), rtol=_RTOL)
 
 
