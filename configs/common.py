@@ -137,7 +137,10 @@ def mesh():
   return ml_collections.ConfigDict(dict(
       data=-1, fsdp=1, expert=1, tensor=1,   # -1: the remaining devices
       num_devices=0,         # the first N devices only (0: all); one-process runs
-      distributed=False,     # call jax.distributed.initialize()
+      distributed=False,     # call jax.distributed.initialize() (SLURM, MPI, TPU detect the rest)
+      coordinator_address='',  # 'HOST:PORT' of process 0; with num_processes and process_id
+      num_processes=0,       #   names a multi-process run (moe_jax.multiprocess sets all three)
+      process_id=-1,
       rules='',              # logical->mesh overrides: 'embed=fsdp+tensor,vocab='
   ))
 

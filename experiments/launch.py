@@ -1,7 +1,7 @@
 r"""Launch a config file's sweep: one run per point, parents before children.
 
   python -m experiments.launch --config=configs/X.py[:ARG] --workdir=DIR \
-      [--backend=local|xm] [--parallel=N] [--dry_run] [--only=NAME,...]
+      [--backend=local|xm] [--parallel=N] [--processes=P] [--dry_run] [--only=NAME,...]
 
 Each run lives in DIR/<run name> (overrides.json, log.txt, status.json and the
 training workdir itself); DIR/sweep.json lists them all. `local` starts at most
@@ -9,7 +9,8 @@ N runs at a time as processes of this machine; `xm` hands the same runs to
 XManager's local backend (`pip install -e '.[xm]'`). Launching again resumes:
 finished runs are skipped and interrupted ones continue from their newest
 checkpoint. --only runs the named runs and whatever unfinished runs they start
-from. Ctrl-C or SIGTERM asks every running run to save and stop, then exits
+from. --processes=P trains each run as P processes of this machine
+(`python -m moe_jax.multiprocess`, docs/multihost.md). Ctrl-C or SIGTERM asks every running run to save and stop, then exits
 non-zero. Exit status 0: every run is done. See docs/experiments.md.
 """
 import os
@@ -70,7 +71,7 @@ def tail(path, lines=_TAIL_LINES):
   return [l for l in shown if l.strip()][-lines:]
 
 
-def run_local(sweep_dir, runs, parallel, progress):
+def run_local(sweep_dir, runs, parallel, progress, processes=1):
   """Starts each run as `python -m experiments.run`, at most `parallel` at a time."""
   todo, pending, running = {r.name for r in runs}, list(runs), {}
   stop = []
@@ -92,7 +93,7 @@ def run_local(sweep_dir, runs, parallel, progress):
         elif runner.ready(r, progress.outcome, todo) and len(running) < parallel:
           pending.remove(r)
           before = runner.attempts(sweep_dir, r.name)
-          running[r.name] = _start(sweep_dir, r.name), before
+          running[r.name] = _start(sweep_dir, r.name, processes), before
           progress.started(r.name)
       for name, (proc, attempts) in list(running.items()):
         if proc.poll() is not None:
@@ -110,10 +111,11 @@ def run_local(sweep_dir, runs, parallel, progress):
   return stop[0] if stop else None
 
 
-def _start(sweep_dir, name):
+def _start(sweep_dir, name, processes):
   # Its own session: a terminal's Ctrl-C reaches the launcher only, which passes it on.
   with open(os.path.join(sweep_dir, name, runner.LOG_FILE), 'a') as log:
-    return subprocess.Popen(runner.driver_argv(sweep_dir, name), stdin=subprocess.DEVNULL,
+    return subprocess.Popen(runner.driver_argv(sweep_dir, name, processes),
+                            stdin=subprocess.DEVNULL,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -135,7 +137,7 @@ def select(sweep_dir, runs, only):
   return [r for r in runs if r.name in wanted and r.name not in done], done
 
 
-def _print_plan(sweep_dir, spec, runs, todo, done):
+def _print_plan(sweep_dir, spec, runs, todo, done, processes):
   print(f'{len(runs)} runs of {spec} in {sweep_dir}: {len(done)} done, {len(todo)} to run')
   names = {r.name for r in todo}
   for r in runs:
@@ -145,14 +147,16 @@ def _print_plan(sweep_dir, spec, runs, todo, done):
     if r.name in names:
       if hyper.RESUME_FROM in r.overrides:
         print(f'    resume from {sweep.resolve(r.overrides[hyper.RESUME_FROM], sweep_dir)}')
-      for _, argv in runner.commands(sweep_dir, spec, r.name, r.overrides):
+      for _, argv in runner.commands(sweep_dir, spec, r.name, r.overrides, processes):
         print('    $ ' + shlex.join(argv))
 
 
-def launch(config, workdir, backend='local', parallel=1, dry_run=False, only=()):
+def launch(config, workdir, backend='local', parallel=1, dry_run=False, only=(), processes=1):
   """Checks everything, writes the sweep, runs what is not done; returns the exit status."""
   if backend not in ('local', 'xm'):
     raise ConfigError(f'backend={backend!r} is not one of local, xm')
+  if processes < 1:
+    raise ConfigError(f'processes={processes} must be at least 1')
   workdir = os.path.abspath(os.path.expanduser(workdir))
   spec, runs = sweep.plan(config)
   for r in runs:   # a checkpoint outside the sweep that a run starts from stays apart from it
@@ -166,7 +170,7 @@ def launch(config, workdir, backend='local', parallel=1, dry_run=False, only=())
     from experiments import xm_backend  # pylint: disable=g-import-not-at-top
     xm_backend.check_installed()
   if dry_run:
-    _print_plan(workdir, spec, runs, todo, done)
+    _print_plan(workdir, spec, runs, todo, done, processes)
     return 0
   sweep.write(workdir, spec, runs)
   print(f'{len(runs)} runs in {workdir}: {len(done)} done, {len(todo)} to run '
@@ -176,9 +180,9 @@ def launch(config, workdir, backend='local', parallel=1, dry_run=False, only=())
   progress = Progress(workdir, len(todo))
   try:
     if backend == 'xm':
-      signum = xm_backend.run(workdir, todo, parallel, progress)
+      signum = xm_backend.run(workdir, todo, parallel, progress, processes)
     else:
-      signum = run_local(workdir, todo, parallel, progress)
+      signum = run_local(workdir, todo, parallel, progress, processes)
   finally:
     progress.close()
   if signum is not None:
@@ -195,7 +199,7 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   f = flags.FLAGS
   sys.exit(cli.run_reporting_errors(launch, f.config, f.workdir, f.backend, f.parallel,
-                                    f.dry_run, f.only))
+                                    f.dry_run, f.only, f.processes))
 
 
 if __name__ == '__main__':   # flags only here: a notebook imports this module as a library
@@ -205,6 +209,8 @@ if __name__ == '__main__':   # flags only here: a notebook imports this module a
                       required=True)
   flags.DEFINE_enum('backend', 'local', ['local', 'xm'], 'Who starts the runs.')
   flags.DEFINE_integer('parallel', 1, 'Runs at a time.', lower_bound=1)
+  flags.DEFINE_integer('processes', 1, 'Processes per run (moe_jax.multiprocess).',
+                       lower_bound=1)
   flags.DEFINE_bool('dry_run', False, 'Print the runs and their commands; write nothing.')
   flags.DEFINE_list('only', [], 'Run only these runs (and the unfinished runs they start from).')
   cli.run_app(main)

@@ -1,6 +1,6 @@
 r"""One run of a launched sweep (what both backends start, once per run).
 
-  python -m experiments.run --workdir=SWEEP_DIR --run=NAME
+  python -m experiments.run --workdir=SWEEP_DIR --run=NAME [--processes=N]
 
 Its output goes to SWEEP_DIR/NAME/log.txt; see experiments/runner.py.
 """
@@ -14,13 +14,16 @@ from moe_jax import cli
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'The sweep directory (holds sweep.json).')
 _RUN = flags.DEFINE_string('run', None, 'The name of the run.')
+_PROCESSES = flags.DEFINE_integer('processes', 1, 'Train as N local processes of one run.',
+                                  lower_bound=1)
 flags.mark_flags_as_required(['workdir', 'run'])
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  sys.exit(cli.run_reporting_errors(runner.execute, os.path.abspath(_WORKDIR.value), _RUN.value))
+  sys.exit(cli.run_reporting_errors(runner.execute, os.path.abspath(_WORKDIR.value), _RUN.value,
+                                    _PROCESSES.value))
 
 
 if __name__ == '__main__':

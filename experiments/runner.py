@@ -36,10 +36,11 @@ def benchmark_file(run_dir, index):
   return os.path.join(run_dir, f'{BENCHMARKS}.{index}.jsonl')
 
 
-def commands(sweep_dir, config_spec, name, overrides):
+def commands(sweep_dir, config_spec, name, overrides, processes=1):
   """[(stage, argv)]: `upcycle` for each chained upcycle config of a grown run,
-  `train` (unless the run only evaluates `eval.ckpt`), `evaluate` for each
-  `eval.args` string."""
+  `train` (unless the run only evaluates `eval.ckpt`; as `processes` local
+  processes of one run through moe_jax/multiprocess.py when more than 1),
+  `evaluate` for each `eval.args` string."""
   run_dir = os.path.join(sweep_dir, name)
   stages = []
   if hyper.UPCYCLE_CONFIG in overrides:
@@ -58,6 +59,9 @@ def commands(sweep_dir, config_spec, name, overrides):
              f'--workdir={run_dir}']
     train += [sweep.flag(k, sweep.resolve(v, sweep_dir)) for k, v in overrides.items()
               if k.startswith('config.')]
+    if processes > 1:
+      train = [sys.executable, '-m', 'moe_jax.multiprocess', f'--processes={processes}', '--',
+               *train]
     stages.append(('train', train))
   ckpt = sweep.resolve(overrides.get(hyper.EVAL_CKPT, run_dir), sweep_dir)
   evals = [a for a in overrides.get(hyper.EVAL_ARGS, '').split(hyper.EVAL_SEP) if a.strip()]
@@ -71,9 +75,10 @@ def status(run_dir):
   return sweep.read_json(os.path.join(run_dir, STATUS_FILE), {})
 
 
-def driver_argv(sweep_dir, name):
+def driver_argv(sweep_dir, name, processes=1):
   """The command a backend starts for one run."""
-  return [sys.executable, '-m', 'experiments.run', f'--workdir={sweep_dir}', f'--run={name}']
+  return [sys.executable, '-m', 'experiments.run', f'--workdir={sweep_dir}', f'--run={name}',
+          *([f'--processes={processes}'] if processes > 1 else [])]
 
 
 def attempts(sweep_dir, name):
@@ -173,14 +178,15 @@ def _graft(grown, run_dir):
   shutil.rmtree(os.path.dirname(grown))
 
 
-def execute(sweep_dir, name):
-  """Runs one run to its end; returns the exit status."""
+def execute(sweep_dir, name, processes=1):
+  """Runs one run to its end (its training as `processes` processes); returns
+  the exit status."""
   spec = sweep.read(sweep_dir)
   entry = next((r for r in spec['runs'] if r['name'] == name), None)
   if entry is None:
     raise ConfigError(f'{sweep_dir}/{sweep.SWEEP_FILE} has no run {name!r}')
   run_dir = os.path.join(sweep_dir, name)
-  stages = commands(sweep_dir, spec['config'], name, entry['overrides'])
+  stages = commands(sweep_dir, spec['config'], name, entry['overrides'], processes)
   log = open(os.path.join(run_dir, LOG_FILE), 'a')  # pylint: disable=consider-using-with
   for fd in (1, 2):   # our own messages and tracebacks go to the log too
     os.dup2(log.fileno(), fd)

@@ -23,12 +23,13 @@ def check_installed():
     raise ConfigError(f"--backend=xm needs XManager: pip install -e '.[xm]' ({e})") from e
 
 
-def run(sweep_dir, runs, parallel, progress):
-  """Runs `runs` (parents first); returns the signal that stopped them, or None."""
-  return asyncio.run(_run(sweep_dir, runs, parallel, progress))
+def run(sweep_dir, runs, parallel, progress, processes=1):
+  """Runs `runs` (parents first), each training as `processes` local
+  processes; returns the signal that stopped them, or None."""
+  return asyncio.run(_run(sweep_dir, runs, parallel, progress, processes))
 
 
-async def _run(sweep_dir, runs, parallel, progress):
+async def _run(sweep_dir, runs, parallel, progress, processes):
   from xmanager import xm, xm_local  # pylint: disable=g-import-not-at-top
   todo = {r.name for r in runs}
   ended = {r.name: asyncio.Event() for r in runs}
@@ -53,7 +54,8 @@ async def _run(sweep_dir, runs, parallel, progress):
         before[r.name] = runner.attempts(sweep_dir, r.name)
         progress.started(r.name)
         unit = await experiment.add(xm.Job(executable, xm_local.Local(), name=r.name,
-                                           args=dict(workdir=sweep_dir, run=r.name)))
+                                           args=dict(workdir=sweep_dir, run=r.name,
+                                                     processes=processes)))
         try:
           await unit.wait_until_complete()
         except xm.ExperimentUnitFailedError:

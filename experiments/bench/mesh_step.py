@@ -14,7 +14,12 @@ each n, pure data parallelism and mixes with the expert axis; `--meshes`
 replaces it ('data=2,expert=4;fsdp=2,expert=2,tensor=2', each on its product
 of devices). `--small` is a tiny float32 model for a CPU smoke run (fake
 devices via XLA_FLAGS=--xla_force_host_platform_device_count=8): it checks
-the script end to end; its timings mean nothing. One process only.
+the script end to end; its timings mean nothing.
+
+Several processes (`python -m moe_jax.multiprocess --processes=2
+--devices_per_process=2 -- python -m experiments.bench.mesh_step ...`) time
+the meshes that span every device (the default grid keeps only those); each
+process places its block of the batch and process 0 writes --out.
 """
 import argparse
 import datetime
@@ -106,7 +111,10 @@ def bench_mesh(config, warmup, reps):
   mesh = placement.make_mesh(config.mesh)
   program = program_lib.build(config, mesh)
   state = program_lib.init_state(program, config.seed)
-  batch = placement.put_batch(synthetic_batch(config), program.batch_sharding)
+  local = config.batch_size // jax.process_count()
+  batch = placement.put_batch(
+      {k: v[jax.process_index() * local:(jax.process_index() + 1) * local]
+       for k, v in synthetic_batch(config).items()}, program.batch_sharding)
   t0 = time.perf_counter()
   for _ in range(warmup):   # the first call compiles
     state, metrics = program.train_step(state, batch)
@@ -153,18 +161,20 @@ def main(argv=None):
   ap.add_argument('--seq_len', type=int, default=None)
   ap.add_argument('--batch_per_device', type=int, default=None)
   args = ap.parse_args(argv)
+  placement.initialize(common.mesh())   # joins a run of moe_jax.multiprocess, if any
   grid = dict(SMALL if args.small else FULL)
   grid.update({k: v for k, v in dict(seq_len=args.seq_len,
                                      batch_per_device=args.batch_per_device).items() if v})
-  if jax.process_count() > 1:
-    raise ConfigError('mesh_step runs in one process; start it on one host')
-  meshes = parse_meshes(args.meshes) or default_meshes(jax.device_count(), args.experts)
+  meshes = parse_meshes(args.meshes) or [
+      m for m in default_meshes(jax.device_count(), args.experts)
+      if jax.process_count() == 1 or math.prod(m.values()) == jax.device_count()]
 
   dev = jax.devices()[0]
   grid['peak'] = next((p for name, p in moe_layer.PEAK_FLOPS if name in dev.device_kind), None)
   meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
               jax=jax.__version__, jaxlib=jaxlib.__version__, platform=dev.platform,
-              device=dev.device_kind, device_count=jax.device_count(), grid=grid,
+              device=dev.device_kind, device_count=jax.device_count(),
+              process_count=jax.process_count(), grid=grid,
               experts=args.experts, top_k=args.top_k,
               mfu='6*N_active*tokens/s (+ attention, models/accounting.py) over the '
                   'nominal dense bf16 peak of the device',
@@ -181,8 +191,9 @@ def main(argv=None):
       base = next((r for r in rows[first:] if 'error' not in r), None)
       if base and 'error' not in rows[-1]:
         rows[-1]['efficiency'] = rows[-1]['tokens_per_s_per_device'] / base['tokens_per_s_per_device']
-      print(_line(rows[-1]), flush=True)
-      cpu_step.write_json(args.out, dict(meta=meta, results=rows))
+      if jax.process_index() == 0:
+        print(_line(rows[-1]), flush=True)
+        cpu_step.write_json(args.out, dict(meta=meta, results=rows))
 
 
 def _line(row):

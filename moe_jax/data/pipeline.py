@@ -22,8 +22,10 @@ index shuffle permutes the rows of each epoch with a seed derived from
 (`seed`, epoch), so epochs differ and a different `seed` gives a different
 order. `batch_size` is global: the global batch of step s holds the rows
 s * B ... (s + 1) * B - 1 of the shuffled stream, and process p of P reads
-every P-th of them starting at p. The union over processes is the same global
-batch for any process count.
+the p-th block of B / P of them. The union over processes is the same global
+batch for any process count, and with the processes' devices in process order
+along the batch axes (moe_jax.sharding.make_mesh), every device holds the rows
+it holds in one process: the same computation, whatever P.
 """
 import functools
 import os
@@ -169,7 +171,8 @@ def train_dataset(config, tok, process_index=None, process_count=None):
   shuffle_seed = int(np.random.SeedSequence(config.seed).generate_state(1)[0])
   ds = grain.MapDataset.range(len(rows)).shuffle(seed=shuffle_seed).repeat()
   # drop_remainder: the stream is endless, and it keeps grain's length arithmetic integer.
-  return ds[p::num].batch(local, drop_remainder=True).map(functools.partial(_batch, rows))
+  return ds.batch(config.batch_size, drop_remainder=True).map(
+      lambda idx: _batch(rows, idx[p * local:(p + 1) * local]))
 
 
 def train_iterator(config, tok, process_index=None, process_count=None):
@@ -195,7 +198,7 @@ def eval_batches(config, tok, *, full=False, process_index=None, process_count=N
   (segment_ids 0, loss_mask 0). Processes slice each batch as in training.
   """
   p, num = _processes(process_index, process_count)
-  _local_batch_size(config, num)
+  local = _local_batch_size(config, num)
   rows = packed(config, tok, 'validation')
   order = np.random.default_rng(_EVAL_ORDER_SEED).permutation(len(rows))
   count = -(-len(rows) // config.batch_size)
@@ -207,8 +210,8 @@ def eval_batches(config, tok, *, full=False, process_index=None, process_count=N
   padded = packing.Packed(*(None if a is None else np.concatenate([a, np.zeros_like(a[:1])])
                             for a in (rows.tokens, rows.segment_ids, rows.positions, rows.mask)))
   padded.tokens[-1] = tok.pad_id
-  return [_batch(padded, order[s * config.batch_size:(s + 1) * config.batch_size][p::num])
-          for s in range(count)]
+  return [_batch(padded, order[s * config.batch_size:(s + 1) * config.batch_size]
+                 [p * local:(p + 1) * local]) for s in range(count)]
 
 
 def unigram_entropy(tokens):

@@ -52,6 +52,13 @@ class _Interrupts:
             'saving)', file=sys.stderr, flush=True)
     self.requested = True
 
+  def agreed(self):
+    """Whether any process was asked to stop. Each process of a multi-process
+    run sees its signal at its own step, and one stopping alone would leave
+    the others waiting in a collective; so they compare flags at a step that
+    syncs anyway (logged or checkpointed) and stop there together."""
+    return bool(np.max(multihost_utils.process_allgather(np.int32(self.requested))))
+
   def restore(self):
     for sig, handler in self._previous.items():
       signal.signal(sig, handler)
@@ -184,8 +191,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
   files.check_dir_writable(workdir, 'workdir')
-  if config.mesh.distributed:
-    jax.distributed.initialize()
+  placement.initialize(config.mesh)
   # 'auto' becomes this platform's path, so config.json and the metrics say what ran.
   config.moe.dispatch = dispatch_lib.resolve(config.moe.dispatch)
   mesh = placement.make_mesh(config.mesh)
@@ -276,13 +282,15 @@ def train_and_evaluate(config, workdir, stop_at=None):
       done = i + 1
       pending.append((done, step_metrics))
       is_last, grow = done == config.total_steps, bool(tau) and done == tau
-      stop = interrupts.requested or done == stop_at
+      stop = done == stop_at or (interrupts.requested and jax.process_count() == 1)
       eval_now = bool(val_batches) and (done % config.eval_every_steps == 0 or is_last or grow)
       log = done % config.log_every_steps == 0 or is_last or eval_now
       ckpt = (config.checkpoint_every_steps and done % config.checkpoint_every_steps == 0) or (
           is_last or stop or grow)
       if not (log or ckpt):
         continue
+      if jax.process_count() > 1 and interrupts.agreed():
+        stop = ckpt = True
       pending = jax.device_get(pending)
       _check_finite(pending, last_saved)
       last = dict(pending[-1][1])

@@ -2,11 +2,63 @@
 moe_jax/sharding.py). Training, evaluation and upcycling all place arrays
 through here."""
 import functools
+import os
 
 import jax
 
 from moe_jax import sharding
-from moe_jax.errors import ConfigError
+from moe_jax.errors import ConfigError, RunError
+
+# Set by moe_jax/multiprocess.py for each process it starts.
+ENV_ADDRESS, ENV_COUNT, ENV_INDEX = ('MOE_JAX_COORDINATOR_ADDRESS', 'MOE_JAX_NUM_PROCESSES',
+                                     'MOE_JAX_PROCESS_ID')
+
+
+def _env_int(name):
+  try:
+    return int(os.environ.get(name, ''))
+  except ValueError:
+    raise ConfigError(f'{name}={os.environ.get(name)!r} must be an integer') from None
+
+
+def initialize(mesh_cfg):
+  """Joins this process to a multi-process run; call it before anything
+  touches a device (a backend started first cannot join).
+
+  `mesh.coordinator_address`, `mesh.num_processes` and `mesh.process_id`
+  name the run explicitly (set together); where all three are unset, the
+  MOE_JAX_* variables `python -m moe_jax.multiprocess` sets stand in for
+  them, so any entry point joins without new flags. `mesh.distributed=True`
+  alone leaves them to JAX's detection of SLURM, Open MPI and Cloud TPU. CPU
+  devices of several processes talk through gloo, which has to be chosen
+  before the CPU backend starts.
+  """
+  address = mesh_cfg.get('coordinator_address', '')
+  count, index = mesh_cfg.get('num_processes', 0), mesh_cfg.get('process_id', -1)
+  if not address and count == 0 and index == -1 and os.environ.get(ENV_ADDRESS):
+    address = os.environ[ENV_ADDRESS]
+    count, index = _env_int(ENV_COUNT), _env_int(ENV_INDEX)
+  explicit = bool(address) or count != 0 or index != -1
+  if not (explicit or mesh_cfg.get('distributed', False)):
+    return
+  if explicit and not (address and count >= 1 and 0 <= index < count):
+    raise ConfigError(f'mesh.coordinator_address={address!r}, mesh.num_processes={count}, '
+                      f'mesh.process_id={index}: set all three, with 0 <= process_id < '
+                      'num_processes')
+  if jax.distributed.is_initialized():   # a notebook's second run
+    return
+  platforms = jax.config.jax_platforms or ''
+  if (count > 1 or not explicit) and (not platforms or 'cpu' in platforms.split(',')):
+    jax.config.update('jax_cpu_collectives_implementation', 'gloo')
+  try:
+    if explicit:
+      jax.distributed.initialize(address, count, index)
+    else:
+      jax.distributed.initialize()
+  except (RuntimeError, ValueError) as e:   # XlaRuntimeError is a RuntimeError
+    where = f'coordinator {address}' if explicit else 'the detected cluster'
+    lines = str(e).strip().splitlines() or [type(e).__name__]
+    raise RunError(f'jax.distributed.initialize with {where} failed: {lines[0]}') from None
 
 
 def make_mesh(mesh_cfg):

@@ -94,8 +94,8 @@ def test_processes_read_disjoint_slices_of_the_global_batch(config, processes):
     for k in KEYS:
       local = [parts[p][step][k] for p in range(processes)]
       assert all(x.shape == (8 // processes, config.seq_len) for x in local)
-      # Process p holds rows p, p + P, ... of the global batch.
-      np.testing.assert_array_equal(np.stack(local, 1).reshape(batch[k].shape), batch[k])
+      # Process p holds the p-th block of B / P rows of the global batch.
+      np.testing.assert_array_equal(np.concatenate(local), batch[k])
 
 
 def test_batch_size_must_divide_over_processes(config):
@@ -131,8 +131,7 @@ def test_eval_batches_slice_per_process(config):
            for p in range(2)]
   for k in KEYS:
     for s, batch in enumerate(whole):
-      np.testing.assert_array_equal(
-          np.stack([parts[0][s][k], parts[1][s][k]], 1).reshape(batch[k].shape), batch[k])
+      np.testing.assert_array_equal(np.concatenate([parts[0][s][k], parts[1][s][k]]), batch[k])
 
 
 def test_train_and_validation_rows_come_from_disjoint_documents(config):
