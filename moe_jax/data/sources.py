@@ -30,7 +30,7 @@ from moe_jax.errors import ConfigError
 COMMON_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.tokenizer',
                'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed')
 # Modules whose sources register themselves on import.
-_BUILTIN = ('moe_jax.data.corpus', 'moe_jax.data.sft')
+_BUILTIN = ('moe_jax.data.corpus', 'moe_jax.data.sft', 'moe_jax.data.prepared')
 _REGISTRY = {}
 
 
@@ -106,10 +106,14 @@ def stream_keys(*configs):
 
 
 def tokenize(docs, tok):
-  """Token arrays <bos> text <eos> (no <bos> if the vocabulary has none)."""
+  """Token arrays <bos> text <eos> of documents (no <bos> if the vocabulary has none)."""
+  return tokenize_texts([doc.text for doc in docs], tok)
+
+
+def tokenize_texts(texts, tok):
   head = [] if tok.bos_id is None else [tok.bos_id]
   return [np.concatenate([np.asarray(head, np.int32), ids, np.asarray([tok.eos_id], np.int32)])
-          for ids in tok.encode_batch([doc.text for doc in docs])]
+          for ids in tok.encode_batch(texts)]
 
 
 def unigram_entropy(tokens):
