@@ -29,6 +29,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 
 from absl import flags
 import numpy as np
@@ -174,6 +175,8 @@ def prepare(src, out, tokenizer='byte', fmt='', text_field='text', workers=1, va
   paths = readers.files(src or '')
   out = _check_out(out, paths)
   formats = sorted({readers.format_of(p, fmt) for p in paths})
+  for path in paths:
+    readers.check(path, fmt, text_field)
   if not 0 < val_fraction < 1:
     raise ConfigError(f'--val_fraction={val_fraction} must be in (0, 1)')
   if workers < 1 or shard_mb <= 0:
@@ -199,6 +202,7 @@ def prepare(src, out, tokenizer='byte', fmt='', text_field='text', workers=1, va
       units=[])
 
   # Every check has passed: the first write.
+  created = not os.path.exists(out)
   os.makedirs(out, exist_ok=True)
   for name, text in tok_files.items():
     atomic.write_text(os.path.join(out, name), text)
@@ -206,6 +210,10 @@ def prepare(src, out, tokenizer='byte', fmt='', text_field='text', workers=1, va
   tok_spec = 'byte' if tok.fingerprint == 'byte' else os.path.join(out, TOKENIZER_FILE)
   try:
     _run(out, manifest, paths, args, tok_spec, workers, progress)
+  except ConfigError:
+    if created and not manifest['units']:   # bad input found before any unit: leave no --out
+      shutil.rmtree(out)
+    raise
   finally:
     for tmp in glob.glob(os.path.join(out, '*' + _TMP)):
       os.remove(tmp)

@@ -6,6 +6,7 @@ the document's identity for the validation split: the file path for a text
 file (one file, one document, as data.source=text_files reads it), FILE:LINE
 for a JSONL line and FILE:ROW for a Parquet row.
 """
+import codecs
 import glob
 import json
 import os
@@ -39,6 +40,35 @@ def format_of(path, fmt):
   return fmt or _BY_SUFFIX.get(os.path.splitext(path)[1].lower(), 'text')
 
 
+def check(path, fmt='', text_field='text'):
+  """Refuses a file that does not start as its format says (its first document
+  or footer only: no pass over the corpus), so bad input is found before
+  anything is written."""
+  kind = format_of(path, fmt)
+  if kind == 'parquet':
+    next(_parquet(path, text_field, rows=False), None)
+    return
+  with open(path, 'rb') as f:
+    head = f.read(1 << 16)
+  if kind == 'text':
+    _check_text(path, head, final=len(head) < 1 << 16)
+  else:   # up to the first document; a line cut by the 64 KB read is not judged
+    lines = head.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(b'\n') and len(head) == 1 << 16:
+      lines.pop()
+    next(_jsonl_lines(path, lines, text_field), None)
+
+
+def _check_text(path, raw, final=True):
+  if b'\0' in raw[:1 << 16]:
+    raise ConfigError(f'{path}: not a text file (it holds NUL bytes); --format is text, '
+                      'jsonl or parquet')
+  try:
+    return codecs.getincrementaldecoder('utf-8')().decode(raw, final=final)
+  except UnicodeDecodeError as e:
+    raise ConfigError(f'{path}: not UTF-8 text ({e.reason} at byte {e.start})') from None
+
+
 def documents(paths, fmt='', text_field='text'):
   """(name, text) of every document of `paths`."""
   for path in paths:
@@ -48,37 +78,34 @@ def documents(paths, fmt='', text_field='text'):
 
 def _text(path, _):
   with open(path, 'rb') as f:
-    raw = f.read()
-  if b'\0' in raw[:1 << 16]:
-    raise ConfigError(f'{path}: not a text file (it holds NUL bytes); --format is text, '
-                      'jsonl or parquet')
-  try:
-    text = raw.decode('utf-8')
-  except UnicodeDecodeError as e:
-    raise ConfigError(f'{path}: not UTF-8 text ({e.reason} at byte {e.start})') from None
+    text = _check_text(path, f.read())
   if text:
     yield path, text
 
 
 def _jsonl(path, text_field):
   with open(path, 'rb') as f:
-    for number, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      where = f'{path}:{number}'
-      try:
-        record = json.loads(line)
-      except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(f'{where}: not a JSON line ({str(e).splitlines()[0]}); is the file '
-                          'JSONL?') from None
-      text = record.get(text_field) if isinstance(record, dict) else None
-      if not isinstance(text, str):
-        raise ConfigError(f'{where}: no string field {text_field!r} (--text_field)')
-      if text:
-        yield where, text
+    yield from _jsonl_lines(path, f, text_field)
 
 
-def _parquet(path, text_field):
+def _jsonl_lines(path, lines, text_field):
+  for number, line in enumerate(lines, start=1):
+    if not line.strip():
+      continue
+    where = f'{path}:{number}'
+    try:
+      record = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as e:
+      raise ConfigError(f'{where}: not a JSON line ({str(e).splitlines()[0]}); is the file '
+                        'JSONL?') from None
+    text = record.get(text_field) if isinstance(record, dict) else None
+    if not isinstance(text, str):
+      raise ConfigError(f'{where}: no string field {text_field!r} (--text_field)')
+    if text:
+      yield where, text
+
+
+def _parquet(path, text_field, rows=True):
   import pyarrow  # pylint: disable=g-import-not-at-top (only Parquet needs it)
   import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
   try:
