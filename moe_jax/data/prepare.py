@@ -47,7 +47,7 @@ _TEXT_FIELD = flags.DEFINE_string('text_field', 'text', 'JSONL field / Parquet c
 _WORKERS = flags.DEFINE_integer('workers', 1, 'Tokenising processes.')
 _VAL_FRACTION = flags.DEFINE_float('val_fraction', 0.05, 'Share of documents held out.')
 _SPLIT_SEED = flags.DEFINE_integer('split_seed', 0, 'Picks the validation documents.')
-_SHARD_MB = flags.DEFINE_float('shard_mb', 64, 'MB of input text per unit of shards.')
+_SHARD_MB = flags.DEFINE_float('shard_mb', 16, 'MB of input text per unit of shards.')
 _BPE_VOCAB = flags.DEFINE_integer('bpe_vocab_size', 4096, '--tokenizer=bpe: vocabulary size.')
 _BPE_SAMPLE = flags.DEFINE_float('bpe_sample_mb', 64, '--tokenizer=bpe: MB of text to train on.')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a progress bar on stderr.')
@@ -99,7 +99,7 @@ def _write_unit(out, index, unit, tok_spec, dtype, val_fraction, split_seed):
     lengths = np.asarray([len(t) for t in chosen], np.uint32)
     with open(base + '.lengths.npy' + _TMP, 'wb') as f:
       np.save(f, lengths)
-    writer = ArrayRecordWriter(base + '.array_record' + _TMP, 'group_size:1')
+    writer = ArrayRecordWriter(base + '.array_record' + _TMP, 'group_size:1,zstd:1')
     for t in chosen:
       writer.write(t.astype(dtype).tobytes())
     writer.close()
@@ -170,7 +170,7 @@ def _make_tokenizer(spec, out, old, paths, args):
 
 
 def prepare(src, out, tokenizer='byte', fmt='', text_field='text', workers=1, val_fraction=0.05,
-            split_seed=0, shard_mb=64, bpe_vocab_size=4096, bpe_sample_mb=64, progress=False):
+            split_seed=0, shard_mb=16, bpe_vocab_size=4096, bpe_sample_mb=64, progress=False):
   """Writes (or completes) the prepared corpus at `out`; returns its manifest."""
   paths = readers.files(src or '')
   out = _check_out(out, paths)
