@@ -205,6 +205,10 @@ def validation_entropy(config, tok):
 def _check_cached(tok, path, what):
   """Refuses a source's own tokenizer when the workdir already keeps another:
   its model was trained with that one."""
-  if os.path.isfile(path) and BpeTokenizer.load(path) != tok:
+  # The vocabulary decides: the trainer caches tokenizer.json without the
+  # tokenizer_config.json that may sit beside the manifest's.
+  if not os.path.isfile(path):
+    return
+  if not isinstance(tok, BpeTokenizer) or BpeTokenizer.load(path).to_json() != tok.to_json():
     raise ConfigError(f'data.source={what}: the corpus was tokenised with another tokenizer '
                       f'than {path}, the one this workdir\'s model was trained with')

@@ -24,7 +24,6 @@ import functools
 import json
 import os
 
-import grain
 import numpy as np
 
 from moe_jax.data import packing, sources
@@ -96,6 +95,7 @@ class Rows:
     self.count = max(0, (self.total - 1) // seq_len)
 
   def _open(self, shard):
+    import grain  # pylint: disable=g-import-not-at-top (prepare's workers need no grain)
     where = os.path.join(self.path, shard['file'])
     try:
       source = grain.sources.ArrayRecordDataSource([where])
@@ -162,6 +162,7 @@ class Rows:
 
   def eval_order(self, seed, size):
     """The first `size` rows of a fixed shuffle, without a permutation of them all."""
+    import grain  # pylint: disable=g-import-not-at-top
     shuffled = grain.MapDataset.range(self.count).shuffle(seed=seed)
     return np.asarray([shuffled[i] for i in range(min(size, self.count))], np.int64)
 

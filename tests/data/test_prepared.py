@@ -11,6 +11,7 @@ from configs import common
 from moe_jax.data import pipeline, prepare, prepared, sources
 from moe_jax.data.tokenizer import train_bpe
 from moe_jax.errors import ConfigError
+from moe_jax.eval import validation
 from moe_jax.train import trainer
 from tests.data.test_prepare import shard_records, texts, write_jsonl
 from tests.train import tiny
@@ -128,6 +129,9 @@ def test_training_on_a_prepared_corpus_resumes_bit_exactly(corpus, tmp_path):
     with open(os.path.join(workdir, 'metrics.jsonl')) as f:
       return [(r['step'], r['loss'], r.get('val_loss')) for r in map(json.loads, f)]
   assert losses(resumed) == losses(straight) and len(losses(straight)) == 6
+  # evaluate reads the prepared validation split: the trainer's last val_loss again.
+  got = validation.evaluate_checkpoint(straight)
+  assert got['val_loss'] == pytest.approx(losses(straight)[-1][2], rel=1e-5)
 
 
 def _copy(corpus, tmp_path):
@@ -186,3 +190,20 @@ def test_tokenizer_mismatch_and_small_vocab_are_refused(corpus, tmp_path):
   with pytest.raises(ConfigError, match=r"model.vocab_size=100 is smaller than the .*manifest"
                      r"\.json tokenizer's 259 ids"):
     pipeline.resolve_vocab_size(config, pipeline.tokenizer_for(config, None))
+
+
+def test_a_bpe_corpus_brings_its_tokenizer_into_the_workdir(tmp_path):
+  write_jsonl(tmp_path / 'a.jsonl', texts(40))
+  out = str(tmp_path / 'bpe')
+  prepare.prepare(f'{tmp_path}/a.jsonl', out, tokenizer='bpe', bpe_vocab_size=300)
+  config = _config(out)
+  tok = pipeline.tokenizer_for(config, None)
+  assert tok.fingerprint.startswith('bpe:') and tok.vocab_size > 259
+  cache = pipeline.tokenizer_cache(config, str(tmp_path / 'run'))
+  assert cache == str(tmp_path / 'run' / pipeline.TOKENIZER_FILE)
+  os.makedirs(os.path.dirname(cache))
+  with open(cache, 'w') as f:   # what the trainer writes once its checks pass
+    f.write(tok.to_json())
+  assert pipeline.tokenizer_for(config, str(tmp_path / 'run')) == tok
+  rows = pipeline.packed(config, tok, 'train')
+  assert int(rows.batch(np.arange(len(rows)))['inputs'].max()) >= 259   # merged ids
