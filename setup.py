@@ -15,6 +15,7 @@ setuptools.setup(
         'optax==0.2.8',
         'orbax-checkpoint>=0.12,<0.13',
         'grain==0.2.18',
+        'array-record==0.8.6',  # data.source=prepared: shards grain reads (moe_jax/data/prepare.py)
         'ml-collections==1.1.0',
         'tensorboardX==2.6.5',
         'tokenizers>=0.22,<0.24',

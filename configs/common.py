@@ -112,8 +112,9 @@ def opt():
 
 def data():
   return ml_collections.ConfigDict(dict(
-      source='shakespeare',  # shakespeare | text_files | sft (moe_jax/data/sft.py)
+      source='shakespeare',  # shakespeare | text_files | sft | prepared (moe_jax/data/sources.py)
       patterns='',           # text_files, sft: comma-separated glob patterns
+      path='',               # prepared: the --out of moe_jax.data.prepare
       encoding='',           # text_files: '' detects each file's (moe_jax/data/corpus.py)
       chat_template='model',  # sft: the tokenizer's own (model) | plain (moe_jax/data/chat.py)
       tokenizer='byte',      # byte | bpe

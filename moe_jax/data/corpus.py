@@ -42,6 +42,7 @@ import os
 import re
 import warnings
 
+from moe_jax.data import sources
 from moe_jax.errors import ConfigError
 
 _HARD_BREAK = re.compile(r'[ \t]+$', re.MULTILINE)
@@ -156,6 +157,23 @@ def load(source, patterns='', encoding=''):
   if source == 'text_files':
     return text_files(patterns, encoding)
   raise ConfigError(f'data.source={source!r} is not one of shakespeare, text_files, sft')
+
+
+@sources.register
+class Shakespeare(sources.Source):
+  name = 'shakespeare'
+
+  def documents(self, data):
+    return shakespeare()
+
+
+@sources.register
+class TextFiles(sources.Source):
+  name = 'text_files'
+  keys = ('data.patterns', 'data.encoding')
+
+  def documents(self, data):
+    return text_files(data.patterns, data.get('encoding', ''))
 
 
 def split(docs, val_fraction, split_seed=0):

@@ -36,6 +36,11 @@ class Packed:
   def __len__(self):
     return len(self.tokens)
 
+  def batch(self, idx):
+    """Model inputs (`features`) of the rows `idx`."""
+    return features(self.tokens[idx], self.segment_ids[idx], self.positions[idx],
+                    None if self.mask is None else self.mask[idx])
+
 
 def pieces(tokens, seq_len):
   """A document's full chunks [k, seq_len + 1] and its leftover (may be empty)."""

@@ -14,10 +14,13 @@ the same config. It is the same on every process, so one copy serves all.
 `grain.checkpoint.CheckpointSave(it)` / `CheckpointRestore(it)` work as well
 and write one file per process.
 
-Resume is exact because nothing is streamed: the corpus is read, tokenised
-and packed once per process into numpy rows (cached in memory per corpus,
-tokenizer and seq_len; files edited later in the same process are not
-re-read), and a batch is a pure function of (seed, step, process): grain's
+`data.source` names a source (moe_jax/data/sources.py). The in-memory ones
+read, tokenise and pack their corpus once per process into numpy rows
+(cached in memory per corpus, tokenizer and seq_len; files edited later in
+the same process are not re-read); `prepared` reads rows lazily from the
+ArrayRecord shards of `moe_jax.data.prepare`, holding no token stream.
+Resume is exact either way because a batch is a pure function of (seed,
+step, process) over a fixed row count: grain's
 index shuffle permutes the rows of each epoch with a seed derived from
 (`seed`, epoch), so epochs differ and a different `seed` gives a different
 order. `batch_size` is global: the global batch of step s holds the rows
@@ -27,14 +30,13 @@ batch for any process count, and with the processes' devices in process order
 along the batch axes (moe_jax.sharding.make_mesh), every device holds the rows
 it holds in one process: the same computation, whatever P.
 """
-import functools
 import os
 
 import grain
 import jax
 import numpy as np
 
-from moe_jax.data import corpus, packing, sft
+from moe_jax.data import sources
 from moe_jax.data.tokenizer import SPECIALS_FILE, BpeTokenizer, ByteTokenizer, train_bpe
 from moe_jax.errors import ConfigError
 
@@ -42,21 +44,13 @@ TOKENIZER_FILE = 'tokenizer.json'
 # What a workdir's tokenizer is: the BPE and, for an imported one, its special tokens.
 TOKENIZER_FILES = (TOKENIZER_FILE, SPECIALS_FILE)
 _EVAL_ORDER_SEED = 0   # eval rows are sampled the same way whatever `seed` is
-
-
-@functools.lru_cache(maxsize=2)
-def _split(source, patterns, encoding, val_fraction, split_seed):
-  docs = (sft.load(patterns) if source == sft.SOURCE else
-          corpus.load(source, patterns, encoding))
-  return corpus.split(docs, val_fraction, split_seed)
+tokenize, unigram_entropy = sources.tokenize, sources.unigram_entropy
 
 
 def documents(config, split):
   """The `split` ('train' | 'validation') documents of config's corpus (records
   for data.source=sft)."""
-  d = config.data
-  train, val = _split(d.source, d.patterns, d.get('encoding', ''), d.val_fraction, d.split_seed)
-  return train if split == 'train' else val
+  return sources.get(config.data.source).split(config.data, split)
 
 
 def tokenizer_for(config, workdir, train=True):
@@ -70,6 +64,11 @@ def tokenizer_for(config, workdir, train=True):
   guaranteed to be the one the model learned.
   """
   d = config.data
+  fixed = sources.get(d.source).tokenizer(d)
+  if fixed is not None:
+    if workdir:
+      _check_cached(fixed, os.path.join(workdir, TOKENIZER_FILE), d.source)
+    return fixed
   if d.tokenizer == 'byte':
     return ByteTokenizer()
   if d.tokenizer != 'bpe':
@@ -92,9 +91,13 @@ def tokenizer_for(config, workdir, train=True):
 
 
 def tokenizer_cache(config, workdir):
-  """WORKDIR/tokenizer.json, where a run keeps the BPE it trained (None for
-  the byte tokenizer, an explicit data.tokenizer_path or no workdir)."""
+  """WORKDIR/tokenizer.json, where a run keeps the BPE it trained or its
+  source dictates (None for the byte tokenizer, an explicit
+  data.tokenizer_path or no workdir)."""
   d = config.data
+  fixed = sources.get(d.source).tokenizer(d)
+  if fixed is not None:
+    return os.path.join(workdir, TOKENIZER_FILE) if workdir and fixed.fingerprint != 'byte' else None
   if d.tokenizer != 'bpe' or d.tokenizer_path or not workdir:
     return None
   return os.path.join(workdir, TOKENIZER_FILE)
@@ -107,43 +110,18 @@ def resolve_vocab_size(config, tok):
   if not size:
     config.model.vocab_size = tok.vocab_size
   elif size < tok.vocab_size:
-    raise ConfigError(f'model.vocab_size={size} is smaller than the {config.data.tokenizer} '
+    # A prepared corpus's tokenizer names its manifest (`origin`).
+    what = getattr(tok, 'origin', config.data.tokenizer)
+    raise ConfigError(f'model.vocab_size={size} is smaller than the {what} '
                       f'tokenizer\'s {tok.vocab_size} ids')
 
 
-def tokenize(docs, tok):
-  """Token arrays <bos> text <eos> (no <bos> if the vocabulary has none)."""
-  head = [] if tok.bos_id is None else [tok.bos_id]
-  return [np.concatenate([np.asarray(head, np.int32), ids, np.asarray([tok.eos_id], np.int32)])
-          for ids in tok.encode_batch([doc.text for doc in docs])]
-
-
-@functools.lru_cache(maxsize=4)
-def _packed(source, patterns, encoding, val_fraction, split_seed, split, tok, seq_len,
-            chat_template):
-  train, val = _split(source, patterns, encoding, val_fraction, split_seed)
-  docs = train if split == 'train' else val
-  if source == sft.SOURCE:
-    rows = sft.pack(docs, tok, chat_template, seq_len)
-  else:
-    rows = packing.pack(tokenize(docs, tok), seq_len, tok.pad_id)
-  if not len(rows):
-    raise ConfigError(f'the {split} split of data.source={source} packs into no rows')
-  return rows
-
-
 def packed(config, tok, split):
-  """The `split` documents packed into rows of config.seq_len + 1 tokens."""
-  d = config.data
+  """The `split` rows of config.seq_len + 1 tokens (packing.Packed for an
+  in-memory source)."""
   if config.seq_len < 1:
     raise ConfigError(f'seq_len={config.seq_len} must be positive')
-  return _packed(d.source, d.patterns, d.get('encoding', ''), d.val_fraction, d.split_seed,
-                 split, tok, config.seq_len, d.get('chat_template', 'model'))
-
-
-def _batch(rows, idx):
-  return packing.features(rows.tokens[idx], rows.segment_ids[idx], rows.positions[idx],
-                          None if rows.mask is None else rows.mask[idx])
+  return sources.get(config.data.source).rows(config, tok, split)
 
 
 def _local_batch_size(config, process_count):
@@ -172,7 +150,7 @@ def train_dataset(config, tok, process_index=None, process_count=None):
   ds = grain.MapDataset.range(len(rows)).shuffle(seed=shuffle_seed).repeat()
   # drop_remainder: the stream is endless, and it keeps grain's length arithmetic integer.
   return ds.batch(config.batch_size, drop_remainder=True).map(
-      lambda idx: _batch(rows, idx[p * local:(p + 1) * local]))
+      lambda idx: rows.batch(idx[p * local:(p + 1) * local]))
 
 
 def train_iterator(config, tok, process_index=None, process_count=None):
@@ -200,34 +178,40 @@ def eval_batches(config, tok, *, full=False, process_index=None, process_count=N
   p, num = _processes(process_index, process_count)
   local = _local_batch_size(config, num)
   rows = packed(config, tok, 'validation')
-  order = np.random.default_rng(_EVAL_ORDER_SEED).permutation(len(rows))
   count = -(-len(rows) // config.batch_size)
   if not full:
     count = min(count, config.eval_batches)
-  # Index len(rows) is an all-padding row appended below.
-  order = order[:count * config.batch_size]
-  order = np.concatenate([order, np.full(count * config.batch_size - len(order), len(rows))])
-  padded = packing.Packed(*(None if a is None else np.concatenate([a, np.zeros_like(a[:1])])
-                            for a in (rows.tokens, rows.segment_ids, rows.positions, rows.mask)))
-  padded.tokens[-1] = tok.pad_id
-  return [_batch(padded, order[s * config.batch_size:(s + 1) * config.batch_size]
-                 [p * local:(p + 1) * local]) for s in range(count)]
+  size = count * config.batch_size
+  order = (rows.eval_order(_EVAL_ORDER_SEED, size) if hasattr(rows, 'eval_order') else
+           np.random.default_rng(_EVAL_ORDER_SEED).permutation(len(rows))[:size])
+  # Index len(rows) stands for an all-padding row.
+  order = np.concatenate([order, np.full(size - len(order), len(rows))])
+  return [_padded_batch(rows, order[s * config.batch_size:(s + 1) * config.batch_size]
+                        [p * local:(p + 1) * local], tok.pad_id) for s in range(count)]
 
 
-def unigram_entropy(tokens):
-  """Entropy (nats per token) of the empirical unigram distribution of `tokens`:
-  the loss of the best model that ignores context."""
-  counts = np.bincount(np.asarray(tokens).ravel())
-  prob = counts[counts > 0] / counts.sum()
-  return float(-(prob * np.log(prob)).sum())
+def _padded_batch(rows, idx, pad_id):
+  pad = idx == len(rows)
+  batch = rows.batch(np.where(pad, 0, idx))
+  for key, value in batch.items():
+    value[pad] = pad_id if key in ('inputs', 'targets') else 0
+  return batch
 
 
 def validation_entropy(config, tok):
   """Unigram entropy of the validation split's targets: every token of each
   document but its first (the <bos>), which is what the validation loss averages
   over; for SFT records, their response tokens."""
-  if config.data.source == sft.SOURCE:
-    rows = _batch(packed(config, tok, 'validation'), slice(None))
-    return unigram_entropy(rows['targets'][rows['loss_mask'] > 0])
-  docs = tokenize(documents(config, 'validation'), tok)
-  return unigram_entropy(np.concatenate([t[1:] for t in docs]))
+  return sources.get(config.data.source).validation_entropy(config, tok)
+
+
+def _check_cached(tok, path, what):
+  """Refuses a source's own tokenizer when the workdir already keeps another:
+  its model was trained with that one."""
+  # The vocabulary decides: the trainer caches tokenizer.json without the
+  # tokenizer_config.json that may sit beside the manifest's.
+  if not os.path.isfile(path):
+    return
+  if not isinstance(tok, BpeTokenizer) or BpeTokenizer.load(path).to_json() != tok.to_json():
+    raise ConfigError(f'data.source={what}: the corpus was tokenised with another tokenizer '
+                      f'than {path}, the one this workdir\'s model was trained with')

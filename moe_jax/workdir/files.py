@@ -17,6 +17,7 @@ import os
 import ml_collections
 
 from moe_jax.atomic import write_text
+from moe_jax.data import sources
 from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config
 
@@ -103,8 +104,6 @@ SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.nu
               'moe.use_bias', 'upcycle.step', 'upcycle.recipe', 'upcycle.factor')
 _MODEL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(model_config.ModelConfig)
                    if f.default is not dataclasses.MISSING}
-DATA_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.patterns', 'data.encoding',
-             'data.tokenizer', 'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed')
 # Keys added after runs were written, and the value those runs had.
 _ADDED = {'data.encoding': ''}
 
@@ -139,8 +138,10 @@ def _trained_on_a_stream(workdir):
       for step in os.listdir(root))
 
 
-def diffs(saved, config, keys=DATA_KEYS):
-  """'key: workdir X vs requested Y' for each of `keys` that differs."""
+def diffs(saved, config, keys=None):
+  """'key: workdir X vs requested Y' for each of `keys` that differs (default:
+  the keys that fix either config's data stream, data/sources.py)."""
+  keys = keys or sources.stream_keys(saved, config)
   return [f'{k}: workdir {_saved(saved, k)!r} vs requested {_saved(config, k)!r}'
           for k in keys if _saved(saved, k) != _saved(config, k)]
 
@@ -154,7 +155,7 @@ def check_compatible(config, workdir):
   saved = read_json(path)
   checks = [(SHAPE_KEYS, 'a model of another shape')]
   if _trained_on_a_stream(workdir):
-    checks.append((DATA_KEYS, 'a run on another data stream'))
+    checks.append((sources.stream_keys(saved, config), 'a run on another data stream'))
   for keys, what in checks:
     found = diffs(saved, config, keys)
     if found:

@@ -75,7 +75,7 @@ def test_epochs_cover_every_row_once_in_a_new_order(config):
   config.batch_size = 1
   seen = [b['inputs'][0].tobytes() + b['segment_ids'][0].tobytes()
           for b in _take(pipeline.train_iterator(config, TOK), n)]
-  features = pipeline._batch(rows, np.arange(len(rows)))  # pylint: disable=protected-access
+  features = rows.batch(np.arange(len(rows)))
   every = sorted(i.tobytes() + s.tobytes()
                  for i, s in zip(features['inputs'], features['segment_ids']))
   first, second = seen[:len(rows)], seen[len(rows):]
@@ -116,7 +116,7 @@ def test_eval_batches_are_fixed_and_full_mode_covers_the_split(config):
   assert len(full) == -(-len(rows) // config.batch_size)
   real = [(b['inputs'][r].tobytes(), b['segment_ids'][r].tobytes())
           for b in full for r in range(config.batch_size) if b['segment_ids'][r].any()]
-  want = pipeline._batch(rows, np.arange(len(rows)))  # pylint: disable=protected-access
+  want = rows.batch(np.arange(len(rows)))
   assert sorted(real) == sorted(zip((x.tobytes() for x in want['inputs']),
                                     (x.tobytes() for x in want['segment_ids'])))
   pad_rows = len(full) * config.batch_size - len(rows)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from configs import common
-from moe_jax.data import pipeline, tokenizer
+from moe_jax.data import pipeline, sources, tokenizer
 from moe_jax.errors import ConfigError
 
 TEXT = ('Now is the winter of our discontent\n'
@@ -68,7 +68,7 @@ def test_bpe_training_is_deterministic_and_uses_the_training_split_only(tmp_path
   for doc in pipeline.documents(config, 'validation'):
     with open(doc.name, 'a') as f:
       f.write(val_only * 50)
-  pipeline._split.cache_clear()  # pylint: disable=protected-access
+  sources._split.cache_clear()  # pylint: disable=protected-access
   first = pipeline.tokenizer_for(config, None)
   assert first == pipeline.tokenizer_for(config, None)
   # Text seen 50 times only in validation documents got no merges of its own.

@@ -1,0 +1,144 @@
+"""Data sources: what `data.source` names, behind one interface.
+
+A source turns the `data` config group into training and validation rows. The
+in-memory kind (the Shakespeare plays and text files in corpus.py, the SFT
+records in sft.py) lists its documents; the pipeline splits them by document
+(corpus.split) and packs each split once per process. A source that reads
+lazily from disk (prepared.py, a corpus tokenised by `moe_jax.data.prepare`)
+overrides `rows` and brings its own tokenizer. A new source is one file:
+
+  @sources.register
+  class Poems(sources.Source):
+    name = 'poems'
+    keys = ('data.patterns',)     # config keys that fix its stream
+    def documents(self, data):
+      return [corpus.Document(path, text) for path, text in ...]
+
+The pipeline, the tokenizer, resume checks (workdir/files.py reads
+`stream_keys`) and evaluation then work unchanged.
+"""
+import functools
+import importlib
+
+import ml_collections
+import numpy as np
+
+from moe_jax.data import packing
+from moe_jax.errors import ConfigError
+
+# Keys that fix every source's stream: the batch a step reads, and the tokens.
+COMMON_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.tokenizer',
+               'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed')
+# Modules whose sources register themselves on import.
+_BUILTIN = ('moe_jax.data.corpus', 'moe_jax.data.sft', 'moe_jax.data.prepared')
+_REGISTRY = {}
+
+
+class Source:
+  """The interface. In-memory sources define `documents` (and `pack` when
+  packing differs); the rest has defaults."""
+  name = None
+  keys = ()   # data.* keys besides COMMON_KEYS that fix the stream
+
+  def documents(self, data):
+    """Every document (objects with `.name` and `.text`) in a fixed order;
+    the split is by `.name`."""
+    raise NotImplementedError
+
+  def pack(self, docs, tok, data, seq_len):
+    """`docs` of one split as packing.Packed rows of seq_len + 1 tokens."""
+    del data
+    return packing.pack(tokenize(docs, tok), seq_len, tok.pad_id)
+
+  def tokenizer(self, data):
+    """The tokenizer this source dictates, or None: the configured one
+    (data.tokenizer), trained on the training documents for BPE."""
+    del data
+
+  def rows(self, config, tok, split):
+    """The `split` rows: anything with len() and `batch(idx) -> features`
+    (packing.Packed, prepared.Rows)."""
+    return _packed(self, _frozen(config.data), split, tok, config.seq_len)
+
+  def split(self, data, split):
+    """The `split` ('train' | 'validation') documents."""
+    train, val = _split(self, _frozen(data))
+    return train if split == 'train' else val
+
+  def validation_entropy(self, config, tok):
+    """Unigram entropy of the validation targets: every token of each document
+    but its first (the <bos>), which is what the validation loss averages over."""
+    docs = tokenize(self.split(config.data, 'validation'), tok)
+    return unigram_entropy(np.concatenate([t[1:] for t in docs]))
+
+
+def register(cls):
+  """Class decorator: makes `cls.name` a value of data.source."""
+  if not cls.name:
+    raise ValueError(f'{cls.__name__} has no name')
+  _REGISTRY[cls.name] = cls()
+  return cls
+
+
+def _import_builtins():
+  for module in _BUILTIN:
+    importlib.import_module(module)
+
+
+def get(name):
+  _import_builtins()
+  if name not in _REGISTRY:
+    raise ConfigError(f'data.source={name!r} is not one of {", ".join(sorted(_REGISTRY))}')
+  return _REGISTRY[name]
+
+
+def stream_keys(*configs):
+  """The keys that fix the data stream of any of `configs` (a resumed run must
+  match them all); a source that no longer exists adds none."""
+  _import_builtins()
+  keys = list(COMMON_KEYS)
+  for config in configs:
+    name = (config.get('data') or {}).get('source')
+    for key in getattr(_REGISTRY.get(name), 'keys', ()):
+      if key not in keys:
+        keys.append(key)
+  return tuple(keys)
+
+
+def tokenize(docs, tok):
+  """Token arrays <bos> text <eos> of documents (no <bos> if the vocabulary has none)."""
+  return tokenize_texts([doc.text for doc in docs], tok)
+
+
+def tokenize_texts(texts, tok):
+  head = [] if tok.bos_id is None else [tok.bos_id]
+  return [np.concatenate([np.asarray(head, np.int32), ids, np.asarray([tok.eos_id], np.int32)])
+          for ids in tok.encode_batch(texts)]
+
+
+def unigram_entropy(tokens):
+  """Entropy (nats per token) of the empirical unigram distribution of `tokens`:
+  the loss of the best model that ignores context."""
+  counts = np.bincount(np.asarray(tokens).ravel())
+  prob = counts[counts > 0] / counts.sum()
+  return float(-(prob * np.log(prob)).sum())
+
+
+def _frozen(data):
+  """The data group as a hashable cache key (a process reads a corpus once)."""
+  return data if isinstance(data, ml_collections.FrozenConfigDict) else (
+      ml_collections.FrozenConfigDict(data))
+
+
+@functools.lru_cache(maxsize=2)
+def _split(source, data):
+  from moe_jax.data import corpus  # pylint: disable=g-import-not-at-top (corpus registers here)
+  return corpus.split(source.documents(data), data.val_fraction, data.split_seed)
+
+
+@functools.lru_cache(maxsize=4)
+def _packed(source, data, split, tok, seq_len):
+  rows = source.pack(source.split(data, split), tok, data, seq_len)
+  if not len(rows):
+    raise ConfigError(f'the {split} split of data.source={source.name} packs into no rows')
+  return rows
