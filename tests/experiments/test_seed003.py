@@ -94,6 +94,9 @@ def test_small_sweep_end_to_end(only, tmp_path, jax_cache, monkeypatch):
   sections = [s.split('\n', 1)[0] for s in text.split('\n## ')[1:]]
   assert any(s.startswith('Immediate retention') for s in sections), sections
   assert os.path.getsize(os.path.join(workdir, 'plots', 'seed003_retention.png')) > 0
+  # The results file alone rebuilds the report's sections (checkpoints not read).
+  rebuilt = seed_report.rebuild(os.path.join(workdir, 'seed003.json'))
+  assert rebuilt and rebuilt in text
   if only == 'post_interpose@4':
     return
   # Every study's table has its rows, with a final loss in each.
