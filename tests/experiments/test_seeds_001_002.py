@@ -126,6 +126,8 @@ def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch)
       _number(row[2])
   pngs = os.listdir(os.path.join(workdir, 'plots'))
   assert len([p for p in pngs if p.startswith('seed002_')]) == 2
+  # The results file alone rebuilds every section (the fits are seeded).
+  assert seed002_report.rebuild(os.path.join(workdir, f'seed002_{study}.json')) in text
 
 
 def test_seed001_small_sweeps_end_to_end(tmp_path, jax_cache, monkeypatch):
@@ -140,3 +142,7 @@ def test_seed001_small_sweeps_end_to_end(tmp_path, jax_cache, monkeypatch):
   for name in ('up_single', 'scratch'):
     assert any(row[:2] == [name, 'layers_1'] and _number(row[2]) >= 0 for row in rows), name
   assert os.path.exists(os.path.join(workdir, 'plots', 'routing_scratch.json'))
+  # Both reports rebuild from their results files alone (no checkpoint read).
+  for study in ('schedule', 'routing'):
+    text = seed001_report.rebuild(os.path.join(workdir, f'seed001_{study}.json'))
+    assert text and all(n in text for n in ('up_single',))
