@@ -50,12 +50,12 @@ RENDERERS = {
 }
 
 
-def _blocks(page):
+def _blocks(page, repo):
   """(match, fresh body or None for an unknown report) per generated block."""
   out = []
   for m in _BLOCK.finditer(page):
     render = RENDERERS.get(m.group(1))
-    out.append((m, render(os.path.join(REPO, m.group(2))) if render else None))
+    out.append((m, render(os.path.join(repo, m.group(2))) if render else None))
   return out
 
 
@@ -97,7 +97,7 @@ def check(update=False, repo=REPO):
     with open(os.path.join(docs, name)) as f:
       page = f.read()
     new, pos = [], 0
-    for m, body in _blocks(page):
+    for m, body in _blocks(page, repo):
       line = page[:m.start()].count('\n') + 1
       if body is None:
         findings.append(f'{rel}:{line}: no report {m.group(1)!r} in check_docs.RENDERERS')
