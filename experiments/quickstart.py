@@ -5,9 +5,9 @@ r"""The README's main job: seed 000's comparison at CPU scale, summarised.
 launches the sweep of configs/quickstart.py (Fixed-E, Upcycled E->2E at tau by
 uniform duplication, Fixed-2E, sparse-upcycled dense->2E at tau; several
 seeds; two runs at a time), then prints per arm the final validation loss as mean +- sd over
-seeds, the corpus' unigram entropy, three paired differences over seeds with
+seeds, the corpus' unigram entropy, four paired differences over seeds with
 their 95% t intervals (Fixed-E - Fixed-2E, Upcycled - Fixed-2E, Fixed-E -
-Upcycled; experiments/stats.py), the upcycling efficiency eta (seed 000 eq.
+Upcycled, sparse - Upcycled; experiments/stats.py), the upcycling efficiency eta (seed 000 eq.
 4) as the ratio of mean gaps with a seeded bootstrap interval (per seed as
 detail), and the cost of the upcycled run relative to Fixed-2E by seed 000's
 cost model (eqs. 1-2) with the step times these runs measured. The table
@@ -43,9 +43,11 @@ _RESULTS = flags.DEFINE_string('results', None, 'A quickstart.json: print its su
 
 _LABELS = {'fixed': 'Fixed-E', 'upcycled': 'Upcycled E->2E', 'fixed2x': 'Fixed-2E',
            'sparse': 'sparse dense->2E'}
-# The paired tests, each first - second: the regime gap, then the upcycled arm
-# against each bound (issue 30).
-_PAIRS = (('fixed', 'fixed2x'), ('upcycled', 'fixed2x'), ('fixed', 'upcycled'))
+# The paired tests, each first - second: the regime gap, the upcycled arm
+# against each bound (issue 30), and sparse against expert upcycling (seed 000
+# Table 5's comparison).
+_PAIRS = (('fixed', 'fixed2x'), ('upcycled', 'fixed2x'), ('fixed', 'upcycled'),
+          ('sparse', 'upcycled'))
 
 
 def summarise(workdir, arg=''):
@@ -121,7 +123,7 @@ def text(s):
   for (a, b), (name, t) in zip(_PAIRS, ev['paired'].items()):
     ci = ('' if t['n'] < 2 else
           f' [{t["lo"]:+.4f}, {t["hi"]:+.4f}], p = {t["p"]:.2f}')
-    out.append(f'  {name:<28}{t["mean"]:+.4f}{ci}; per seed '
+    out.append(f'  {name:<34}{t["mean"]:+.4f}{ci}; per seed '
                + ', '.join(f'{x:+.4f}' for x in t['per_seed'])
                + f': {_reading(t, _LABELS[a], _LABELS[b])}')
   eta = ev['eta']
