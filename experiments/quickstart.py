@@ -76,8 +76,8 @@ def summarise(workdir, arg=''):
 
 
 def evidence(losses):
-  """The comparisons, from the per-seed final losses alone: three paired
-  differences over seeds (t intervals) and eta as the ratio of the mean gaps
+  """The comparisons, from the per-seed final losses alone: the paired
+  differences of _PAIRS over seeds (t intervals) and eta as the ratio of the mean gaps
   with a seeded bootstrap interval over seeds (per-seed eta as detail)."""
   fixed, up, fixed2x = (losses[a] for a in ('fixed', 'upcycled', 'fixed2x'))
   diff = lambda a, b: [x - y for x, y in zip(a, b)]
@@ -135,6 +135,9 @@ def text(s):
                      f' [95% bootstrap interval {eta["lo"]:.2f}, {eta["hi"]:.2f}; '
                      f'{eta["n_resamples"]} resamples of the {n} seeds, rng seed {eta["seed"]}]'
                      if 'lo' in eta else ' (one seed: no interval)')))
+  if eta.get('den_nonpositive'):
+    out.append(f'  in {100 * eta["den_nonpositive"]:.0f}% of the resamples Fixed-2E is not ahead '
+               'of Fixed-E on average: eta means nothing there, and the interval is wide for it')
   out.append('  per seed (detail; a seed\'s gap is noise-sized): ' + ', '.join(
       'undefined' if x is None else f'{x:.2f}' for x in eta['per_seed']))
   st, c = s['step_seconds'], s['cost']

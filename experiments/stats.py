@@ -76,8 +76,14 @@ def _ratio(num, den, axis=-1):
 def ratio_of_means(num, den, level=LEVEL, n_resamples=N_RESAMPLES, seed=0):
   """mean(num) / mean(den) with a paired bootstrap interval: seed 000's eta
   over seeds is mean(val Fixed-E - val Upcycled) / mean(val Fixed-E - val
-  Fixed-2E). A mean of per-seed ratios would divide by noise-level gaps."""
-  return bootstrap(_ratio, [num, den], level, n_resamples, seed)
+  Fixed-2E). A mean of per-seed ratios would divide by noise-level gaps.
+  Adds `den_nonpositive`: the share of resamples whose mean(den) <= 0 (there
+  the ratio means nothing: e.g. no gap to close), drawn as `bootstrap` draws."""
+  out = bootstrap(_ratio, [num, den], level, n_resamples, seed)
+  den = np.asarray(den, np.float64)
+  idx = np.random.default_rng(seed).integers(0, len(den), (n_resamples, len(den)))
+  out['den_nonpositive'] = float(np.mean(den[idx].mean(axis=-1) <= 0))
+  return out
 
 
 def wilson(correct, n, level=LEVEL):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from experiments.seed000 import table3, table4, table5, table8
+from experiments.seed000 import report as seed000_report, table3, table4, table5, table8
 from tests.experiments import runs
 
 
@@ -21,6 +21,8 @@ def _report(table, workdir, cache, arg='small'):
                             f'--workdir={workdir}', f'--arg={arg}', cache_dir=cache)
   assert code == 0, err
   assert os.path.exists(os.path.join(workdir, 'plots', f'table{table}.png'))
+  # The results file alone rebuilds the table (the same code, other input).
+  assert seed000_report.from_results(os.path.join(workdir, f'table{table}.json')) in out
   return out
 
 

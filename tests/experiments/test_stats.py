@@ -52,6 +52,13 @@ def test_ratio_of_mean_gaps_of_the_quickstart():
   # the per-seed ratios' range, not more
   per_seed = [c / g for c, g in zip(closed, GAPS)]
   assert min(per_seed) - 1e-12 <= eta['lo'] and eta['hi'] <= max(per_seed) + 1e-12
+  assert eta['den_nonpositive'] == 0.0   # every gap is positive
+
+
+def test_ratio_counts_resamples_without_a_denominator():
+  # one of two units has a negative gap: the resamples (b, b) have mean(den) < 0
+  got = stats.ratio_of_means([1.0, 1.0], [2.0, -3.0], n_resamples=4000, seed=3)
+  assert got['den_nonpositive'] == pytest.approx(0.75, abs=0.03)   # (b,b), (a,b), (b,a)
 
 
 @pytest.mark.parametrize('k, n, lo, hi', [
