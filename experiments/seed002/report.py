@@ -102,17 +102,27 @@ def _table2_md(laws):
   return report.markdown(head, body) + ''.join(f'\n\n- not fitted: {n}' for n in notes)
 
 
-def _dstar_md(cols, laws, crossings):
-  head = ['N1', 'D* (eq. 13, our laws), tokens', 'crossings', 'eq. 2 at N1 (seed 002), tokens',
-          'longest D1 + D2 we ran']
+def _dstar_md(cols, crossings, boot):
+  head = ['N1', 'D* (eq. 13, our laws), tokens', 'crossings', '95% bootstrap interval (share '
+          'of draws that cross)', 'eq. 2 at N1 (seed 002), tokens', 'longest D1 + D2 we ran']
   body = []
   for n1, roots in crossings.items():
     up = fits.rows(cols, 'upcycled', n1)
     ran = f'{(up["D1"] + up["D2"]).max():.0f}' if len(up['loss']) else '-'
     d = '-' if roots is None else ('no crossing' if not roots else f'{roots[0]:.3g}')
+    b = (boot or {}).get('by_n1', {}).get(n1)
+    interval = ('-' if b is None else
+                f'[{fmt(b["lo"], 3)}, {fmt(b["hi"], 3)}] ({100 * b["crossed"]:.0f}%)')
     body.append([f'{n1:.0f}', d, '-' if not roots else ', '.join(f'{r:.3g}' for r in roots),
-                 f'{float(fits.dstar.eq2(n1)):.3g}', ran])
-  return report.markdown(head, body)
+                 interval, f'{float(fits.dstar.eq2(n1)):.3g}', ran])
+  note = ''
+  if boot and boot['falls'] is not None:
+    note = (f'\n\nD* lower at the largest N1 than at the smallest in {100 * boot["falls"]:.0f}% '
+            f'of the {boot["n_both"]} of {boot["n"]} bootstrap draws that cross at both: '
+            + ('it falls with N1, as eq. 2 does' if boot['falls'] >= 0.975 else
+               'it rises with N1' if boot['falls'] <= 0.025 else
+               'the direction is not determined'))
+  return report.markdown(head, body) + note
 
 
 def _grid_plot(cols, laws, by_size, path):
@@ -183,8 +193,11 @@ def grid_report(runs, rows, arg, plot_dir):
   laws = fits.joint_laws(cols, n_boot=20 if grid.parse(arg).small else N_BOOT)
   n1s = np.unique(fits.rows(cols, 'upcycled')['N1'])
   crossings = fits.dstar_at(laws, n1s)
+  boot = fits.dstar_bootstrap(laws, n1s)
   fitted = dict(dataset_forms={str(k): v for k, v in by_size.items()}, joint=laws,
-                dstar={str(k): v for k, v in crossings.items()})
+                dstar={str(k): v for k, v in crossings.items()},
+                dstar_bootstrap=boot and dict(boot, by_n1={str(k): v
+                                                           for k, v in boot['by_n1'].items()}))
   pngs = [_grid_plot(cols, laws, by_size, os.path.join(plot_dir, 'seed002_grid.png')),
           _baseline_plot(cols, laws, os.path.join(plot_dir, 'seed002_baselines.png'))]
   sections = [
@@ -194,7 +207,7 @@ def grid_report(runs, rows, arg, plot_dir):
       ('Joint laws, E shared (seed 002 Table 2); 95% bootstrap intervals in brackets',
        _table2_md(laws)),
       ('D*: where training a MoE from scratch starts to beat upcycling (eq. 13)',
-       _dstar_md(cols, laws, crossings)),
+       _dstar_md(cols, crossings, boot)),
   ]
   return sections, pngs, fitted
 

@@ -147,3 +147,19 @@ def test_seed001_small_sweeps_end_to_end(tmp_path, jax_cache, monkeypatch):
   # Both reports rebuild from their results files alone (no checkpoint read).
   for study, text in texts.items():
     assert seed001_report.rebuild(os.path.join(workdir, f'seed001_{study}.json')) in text
+
+
+def test_dstar_bootstrap_pairs_the_draws():
+  moe, up = fits.TABLE2['moe'], fits.TABLE2['upcycled']
+  n1s = [1e9, 1e10]
+  point = {n: fits.dstar.solve(moe, up, n, 1e3, 1e16)[0] for n in n1s}
+  laws = {'moe': {'draws': [moe] * 3}, 'upcycled': {'draws': [up] * 3}}
+  got = fits.dstar_bootstrap(laws, n1s, hi=1e16)
+  none = fits.dstar_bootstrap(laws, [1e8], hi=1e16)   # these laws never cross at 1e8
+  assert none['by_n1'][1e8] == dict(lo=None, hi=None, crossed=0.0) and none['falls'] is None
+  for n in n1s:   # identical draws: the interval is the point
+    assert got['by_n1'][n] == dict(lo=pytest.approx(point[n]), hi=pytest.approx(point[n]),
+                                   crossed=1.0)
+  assert got['n'] == got['n_both'] == 3
+  assert got["falls"] == float(point[1e10] < point[1e9])
+  assert fits.dstar_bootstrap({'moe': {'draws': [moe]}}, n1s) is None
