@@ -47,12 +47,12 @@ def _code(text):
   return f'```\n{text.rstrip()}\n```\n'
 
 
-# A report that rebuilds docs from a results file alone: its module name (as
-# the marker writes it) -> results path -> the block's body.
 def _markdown(from_results):
   return lambda path: from_results(path).rstrip() + '\n'
 
 
+# A report that rebuilds docs from a results file alone: its module name (as
+# the marker writes it) -> results path -> the block's body.
 RENDERERS = {
     'experiments.quickstart': lambda path: _code(quickstart.text(quickstart.read(path))),
     'experiments.report': _markdown(report.from_results),
@@ -76,16 +76,18 @@ def _uncovered_tables(page):
   """Line numbers of tables with decimal numbers outside the sections the
   LOST note marks (a note covers the rest of its section, subsections included)."""
   lines = page.splitlines()
-  covered_until, covered_level, heading_level = -1, 0, 0   # covered_until: the note's line
-  found, in_table = [], False
+  covered, covered_level, heading_level = False, 0, 0
+  found, in_table, in_code = [], False, False
   for i, line in enumerate(lines):
-    h = _HEADING.match(line)
+    if line.startswith('```'):
+      in_code = not in_code
+    h = None if in_code else _HEADING.match(line)   # a '# comment' in code is no heading
     if h:
       heading_level = len(h.group(1))
       if heading_level <= covered_level:
-        covered_until, covered_level = -1, 0
+        covered, covered_level = False, 0
     if LOST in line:
-      covered_until, covered_level = i, max(heading_level, 1)
+      covered, covered_level = True, max(heading_level, 1)
     table_row = line.startswith('|')
     if table_row and not in_table:
       rows = []
@@ -93,7 +95,7 @@ def _uncovered_tables(page):
       while j < len(lines) and lines[j].startswith('|'):
         rows.append(lines[j])
         j += 1
-      if covered_until < 0 and any(_NUMBER.search(r) for r in rows[2:]):
+      if not covered and any(_NUMBER.search(r) for r in rows[2:]):
         found.append(i + 1)
     in_table = table_row
   return found

@@ -40,7 +40,7 @@ def test_a_drifted_block_is_found_and_updated(tmp_path):
 def test_results_tables_need_a_source(tmp_path):
   table = '| run | loss |\n|---|---|\n| a | 1.5 |\n'
   page = ('# Doc\n\n## Lost\n\nNot reproducible: raw outputs lost (run 2026-11-23); rerun with X.\n\n'
-          '### Sub\n\n' + table + '\n## Plain\n\n| what | where |\n|---|---|\n| a | b |\n\n'
+          '### Sub\n\n```\n# a comment, not a heading\n```\n\n' + table + '\n## Plain\n\n| what | where |\n|---|---|\n| a | b |\n\n'
           '## Unsourced\n\n' + table)
   findings = check_docs.check(repo=_repo(tmp_path, page))
-  assert len(findings) == 1 and findings[0].startswith('docs/experiments.md:21: a results table')
+  assert len(findings) == 1 and findings[0].startswith('docs/experiments.md:25: a results table')
