@@ -40,7 +40,7 @@ def run(write, rebuild, studies=None, study_flag='study', option=None):
     if out.value:
       raise ConfigError('--out goes with --results (with --workdir the report is written there)')
     args = ([study.value] if studies is not None else []) + [os.path.abspath(workdir.value)]
-    return write(*args, *([extra.value] if extra else []))
+    return write(*args, *([extra.value] if extra is not None else []))
 
   def main(argv):
     if len(argv) > 1:
