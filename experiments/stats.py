@@ -95,9 +95,12 @@ def wilson(correct, n, level=LEVEL):
 
 def fisher_interval(r, n, level=LEVEL, variance=1.0):
   """tanh(atanh(r) -+ z sqrt(variance / (n - 3))): Fisher's interval of a
-  correlation (variance 1: Pearson's)."""
-  if n <= 3 or abs(r) >= 1:
-    return (-1.0, 1.0) if n <= 3 else (float(r), float(r))
+  correlation (variance 1: Pearson's); (-1, 1) for n <= 3, and (nan, nan)
+  where |r| = 1, whose z is infinite: no interval, not a point."""
+  if n <= 3:
+    return -1.0, 1.0
+  if 1 - abs(r) < 1e-12:   # scipy's rho of a perfect ranking can be 1 - 1e-16
+    return math.nan, math.nan
   z = float(sp.norm.ppf((1 + level) / 2))
   half = z * math.sqrt(variance / (n - 3))
   return math.tanh(math.atanh(r) - half), math.tanh(math.atanh(r) + half)

@@ -12,6 +12,7 @@ A run not finished yet shows as '-'; every row of the sweep is printed.
 Efficiencies are eta of seed 000 eq. 4 in percent ('-' where Fixed-2E did
 not beat Fixed-E: there is no gap to close).
 """
+import math
 import os
 import time
 
@@ -165,11 +166,11 @@ def report8(runs, arg):
     seed_rho = reference.SPEARMAN[kind]
     if len(ok) > 2:
       r = stats.spearman(*zip(*ok))
-      inside = r['lo'] <= seed_rho <= r['hi']
+      reading = ('no interval: |rho| = 1' if math.isnan(r['lo']) else
+                 'inside our interval: no evidence of a difference'
+                 if r['lo'] <= seed_rho <= r['hi'] else 'outside our interval: they differ')
       got = (f'{r["rho"]:.2f} [95% CI {r["lo"]:.2f}, {r["hi"]:.2f}] (n = {len(ok)}; seed 000: '
-             f'{seed_rho}, n = {reference.SPEARMAN["n"]}, '
-             + ('inside our interval: no evidence of a difference)' if inside else
-                'outside our interval: they differ)'))
+             f'{seed_rho}, n = {reference.SPEARMAN["n"]}, {reading})')
     else:
       got = f'- (n = {len(ok)}; seed 000: {seed_rho})'
     lines.append(f'Spearman rho, loss right after upcycling vs terminal loss: {kind} {got}')

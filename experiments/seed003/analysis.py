@@ -21,7 +21,7 @@ import re
 import numpy as np
 from scipy import stats
 
-from experiments import report
+from experiments import report, stats as study_stats
 from experiments.seed003 import common
 from moe_jax.workdir import files
 
@@ -142,13 +142,15 @@ def sunk_rows(runs, budget):
 
 def correlation(rows):
   """Pearson r and Spearman rho of (sunk FLOPs, final loss) over the finished
-  rows; None with fewer than three."""
+  rows, rho with its interval (experiments/stats.py; none where |rho| = 1);
+  None with fewer than three."""
   xy = [(r['sunk'], r['final']) for r in rows if r['final'] is not None and r['sunk'] is not None]
   if len(xy) < 3:
     return None
   x, y = np.asarray(xy).T
-  return dict(n=len(xy), pearson=float(stats.pearsonr(x, y)[0]),
-              spearman=float(stats.spearmanr(x, y)[0]))
+  rho = study_stats.spearman(x, y)
+  return dict(n=len(xy), pearson=float(stats.pearsonr(x, y)[0]), spearman=rho['rho'],
+              spearman_ci95=[rho['lo'], rho['hi']])
 
 
 def expert_drift(run_dir):

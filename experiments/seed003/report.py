@@ -10,6 +10,7 @@ runs' copy drift) from which `--results` rebuilds the report alone. Losses are v
 (nats/token); FLOPs are training FLOPs (analysis.py). Works on unfinished
 sweeps: a run not done yet has no final loss.
 """
+import math
 import os
 import tempfile
 import time
@@ -31,6 +32,12 @@ def _d(before, after):
 
 def _table(header, rows):
   return report.markdown(header, rows) if rows else '(no runs yet)'
+
+
+def _interval(lo_hi):
+  lo, hi = lo_hi
+  return ('(no 95% interval: |rho| = 1)' if math.isnan(lo) else
+          f'[95% CI {lo:+.2f}, {hi:+.2f}]')
 
 
 def _legend(ax):
@@ -137,7 +144,8 @@ def sunk(runs, plot_dir, budget):
   corr = analysis.correlation(rows)
   text = table + '\n\n' + (
       f'sunk FLOPs vs final loss over {corr["n"]} runs: Pearson r = {corr["pearson"]:+.3f}, '
-      f'Spearman rho = {corr["spearman"]:+.3f} (negative: more sunk cost, lower loss)'
+      f'Spearman rho = {corr["spearman"]:+.3f} {_interval(corr["spearman_ci95"])} (negative: '
+      'more sunk cost, lower loss)'
       if corr else 'correlation: fewer than three finished runs')
   grown_runs = [runs[r['run']] for r in rows]
 

@@ -82,6 +82,13 @@ def test_fisher_interval_is_scipy_pearson_interval():
   assert stats.fisher_interval(res.statistic, 23) == pytest.approx((ci.low, ci.high), rel=1e-9)
 
 
+def test_a_perfect_rank_correlation_has_no_fisher_interval():
+  got = stats.spearman([1, 2, 3, 4, 5], [5, 4, 3, 2, 1])
+  assert got['rho'] == pytest.approx(-1.0) and math.isnan(got['lo']) and math.isnan(got['hi'])
+  assert stats.verdict((got['lo'], got['hi']), low=0.0) == 'inconclusive'
+  assert stats.fisher_interval(0.5, 3) == (-1.0, 1.0)
+
+
 def test_spearman_rho_and_interval():
   rng = np.random.default_rng(1)
   x = rng.normal(size=23)
