@@ -34,12 +34,6 @@ from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import cost
 from moe_jax.workdir import files
 
-_WORKDIR = flags.DEFINE_string('workdir', '/tmp/moe_jax_quickstart', 'Where the runs go.')
-_ARG = flags.DEFINE_string('arg', '', "configs/quickstart.py's argument, e.g. 'small' or "
-                           "'steps=2000,seeds=5'.")
-_PARALLEL = flags.DEFINE_integer('parallel', 2, 'Runs at a time (one per core).')
-_RESULTS = flags.DEFINE_string('results', None, 'A quickstart.json: print its summary from it '
-                               'alone (launches and writes nothing).')
 
 _LABELS = {'fixed': 'Fixed-E', 'upcycled': 'Upcycled E->2E', 'fixed2x': 'Fixed-2E',
            'sparse': 'sparse dense->2E'}
@@ -188,23 +182,30 @@ def read(path):
 
 def main(argv):
   del argv
-  if _RESULTS.value:
-    print(text(cli.run_reporting_errors(read, _RESULTS.value)))
+  f = flags.FLAGS
+  if f.results:
+    print(text(cli.run_reporting_errors(read, f.results)))
     return
-  workdir = os.path.abspath(os.path.expanduser(_WORKDIR.value))
-  spec = f'{quickstart.__file__}:{_ARG.value}' if _ARG.value else quickstart.__file__
+  workdir = os.path.abspath(os.path.expanduser(f.workdir))
+  spec = f'{quickstart.__file__}:{f.arg}' if f.arg else quickstart.__file__
   # Runs of one shape compile once: a JAX compilation cache the runs share.
   os.environ.setdefault('JAX_COMPILATION_CACHE_DIR', os.path.join(workdir, '.jax_cache'))
   os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0')
   os.environ.setdefault('JAX_COMPILATION_CACHE_MAX_SIZE', str(2**30))
-  code = cli.run_reporting_errors(launch.launch, spec, workdir, 'local', _PARALLEL.value)
+  code = cli.run_reporting_errors(launch.launch, spec, workdir, 'local', f.parallel)
   if code:
     sys.exit(code)
-  summary = cli.run_reporting_errors(summarise, workdir, _ARG.value)
-  png = plot(workdir, _ARG.value, os.path.join(workdir, 'quickstart.png'))
+  summary = cli.run_reporting_errors(summarise, workdir, f.arg)
+  png = plot(workdir, f.arg, os.path.join(workdir, 'quickstart.png'))
   files.write_json(os.path.join(workdir, 'quickstart.json'), summary)
   print('\n' + text(summary) + f'\n\ncurves: {png}\ntable: {os.path.join(workdir, "quickstart.json")}')
 
 
-if __name__ == '__main__':
+if __name__ == '__main__':   # flags only here: tests and check_docs import this module
+  flags.DEFINE_string('workdir', '/tmp/moe_jax_quickstart', 'Where the runs go.')
+  flags.DEFINE_string('arg', '', "configs/quickstart.py's argument, e.g. 'small' or "
+                      "'steps=2000,seeds=5'.")
+  flags.DEFINE_integer('parallel', 2, 'Runs at a time (one per core).')
+  flags.DEFINE_string('results', None, 'A quickstart.json: print its summary from it alone '
+                      '(launches and writes nothing).')
   cli.run_app(main)
