@@ -19,11 +19,12 @@ without the summary). For each seed s:
 
 Every run sees the same T * batch_size * seq_len tokens, and one seed fixes
 init and data order, so Fixed-E and Fixed-2E of one seed read the same
-batches. The setting (width, experts, T = 2250, 3 seeds) is the cheapest the
-study in docs/experiments.md found that meets its criterion (Fixed-2E ahead
-in every seed by a mean over 2 standard errors); at T = 1500 one seed
-reverses, and at T = 3000 two seeds' gaps shrink to +0.003, so the regime is
-marginal, not settled. `:small` is a seconds-long CI variant.
+batches. The setting (width, experts, T = 2250, 3 seeds) was chosen after
+T = 1500 (one seed reverses) and T = 3000 (two seeds' gaps shrink to +0.003)
+had run on the same seeds, as the one where Fixed-2E was ahead in every seed
+by a mean over 2 standard errors; with n = 3 that mean's 95 % t interval
+still holds 0 (docs/experiments.md), so the regime is inconclusive, not
+settled. `:small` is a seconds-long CI variant.
 
 One arm is also a config of its own, e.g. Fixed-2E of seed 1:
 

@@ -1,19 +1,28 @@
 r"""A sweep's runs side by side: one table and a few plots, also while they run.
 
   python -m experiments.report --workdir=DIR [--metric=val_loss] [--by=KEY ...]
+  python -m experiments.report --results=DIR/results.json [--out=DIR2]
 
-writes DIR/report.md (and prints it) and DIR/plots/*.png: loss curves of all
+writes DIR/report.md (and prints it), DIR/plots/*.png (loss curves of all
 runs on one axis, and per MoE run a heatmap of expert load per layer over
-steps. DIR is a launched sweep (DIR/sweep.json) or any directory of workdirs.
-From Python (a notebook, a study's own analysis):
+steps) and DIR/results.json: per run its name, overrides, config hash, seed,
+steps, tokens, final train and validation loss, upcycle report and the
+logged rows the table and plots read (kilobytes). DIR is a launched sweep
+(DIR/sweep.json) or any directory of workdirs. With `--results` the table is
+rebuilt from that file alone (printed; with `--out` also report.md and the
+plots there), which is how docs tables are checked
+(`python -m experiments.check_docs`). From Python:
 
   from experiments import report
   runs = report.load_runs(DIR)        # one dict per run (keys: see load_runs)
-  text = report.write(DIR)            # report.md + plots; returns the markdown
+  text = report.write(DIR)            # report.md, plots, results.json; returns the markdown
+  runs, extra = report.read_results(PATH)   # the runs of a results file
 """
+import hashlib
 import json
 import math
 import os
+import re
 import time
 
 from absl import app, flags
@@ -23,7 +32,10 @@ from moe_jax import cli
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import containment, files
 
-REPORT_FILE, PLOTS_DIR = 'report.md', 'plots'
+REPORT_FILE, PLOTS_DIR, RESULTS_FILE = 'report.md', 'plots', 'results.json'
+# The logged keys a results file keeps: everything but the per-layer MoE
+# diagnostics, of which it keeps the ones reports read (load, CV, dead experts).
+_DROPPED = re.compile(r'moe/layers_\d+/(?!load$|cv$|dead$).*')
 
 
 def load_runs(sweep_dir):
@@ -101,29 +113,89 @@ def markdown(header, rows):
   return '\n'.join([line(header), line(['-' * w for w in widths])] + [line(r) for r in rows])
 
 
-def write(sweep_dir, metric='val_loss', by=()):
-  """Writes report.md and plots/*.png into `sweep_dir`; returns the markdown."""
-  runs = load_runs(sweep_dir)
+def write(sweep_dir, metric='val_loss', by=(), runs=None, results_file=True):
+  """Writes report.md, plots/*.png and results.json into `sweep_dir` (the
+  runs: `load_runs(sweep_dir)` unless given); returns the markdown."""
+  if runs is None:
+    runs = load_runs(sweep_dir)
+    for r in runs:   # the report lives beside the runs, never in one (a link included)
+      for out, flag in ((os.path.join(sweep_dir, PLOTS_DIR), 'the plots directory'),
+                        (os.path.join(sweep_dir, REPORT_FILE), 'the report')):
+        containment.apart(out, flag, os.path.join(sweep_dir, r['name']), f'run {r["name"]!r}',
+                          'workdir')
   logged = sorted({k for r in runs for row in r['metrics'] for k in row})
   if logged and metric not in logged:
     raise ConfigError(f'--metric={metric} is logged by no run (metrics: {", ".join(logged)})')
-  text = markdown(*table(runs, metric, by))
-  curves_dir = os.path.join(sweep_dir, PLOTS_DIR)
-  for r in runs:   # the report lives beside the runs, never in one (a link included)
-    for out, flag in ((curves_dir, 'the plots directory'),
-                      (os.path.join(sweep_dir, REPORT_FILE), 'the report')):
-      containment.apart(out, flag, os.path.join(sweep_dir, r['name']), f'run {r["name"]!r}',
-                        'workdir')
-  os.makedirs(curves_dir, exist_ok=True)
-  pngs = [plots.loss_curves(runs, metric, os.path.join(curves_dir, 'loss.png'))]
-  pngs += [plots.expert_load(r, os.path.join(curves_dir, f'load_{r["name"]}.png'))
-           for r in runs if plots.has_load(r)]
+  if results_file:
+    write_results(os.path.join(sweep_dir, RESULTS_FILE), runs, metric=metric, by=list(by))
+  text, pngs = render(runs, metric, by, os.path.join(sweep_dir, PLOTS_DIR))
   text = (f'# {os.path.basename(sweep_dir.rstrip("/"))}: {len(runs)} runs, '
           f'{time.strftime("%Y-%m-%d %H:%M")}\n\n{text}\n\n' +
           '\n'.join(f'![{os.path.basename(p)}]({PLOTS_DIR}/{os.path.basename(p)})' for p in pngs)
           + '\n')
   files.write_text(os.path.join(sweep_dir, REPORT_FILE), text)
   return text
+
+
+def rebuild(path, out=None):
+  """The report of a results file alone: the table (returned), and with
+  `out` report.md and the plots written there (never over the results file)."""
+  runs, extra = read_results(path)
+  if out is None:
+    return from_results(path)
+  if os.path.abspath(os.path.join(out, REPORT_FILE)) == os.path.abspath(path):
+    raise ConfigError(f'--out={out} would overwrite --results={path}')
+  return write(out, extra.get('metric', 'val_loss'), tuple(extra.get('by', ())), runs=runs,
+               results_file=False)
+
+
+def results(runs, **extra):
+  """A results file's content (JSON-ready): dict(runs=[...], **extra), each
+  run the dict of `load_runs` with its logged rows thinned (_DROPPED) and
+  config_hash, seed, final_loss and final_val_loss added."""
+  slim = []
+  for r in runs:
+    metrics = [{k: v for k, v in row.items() if not _DROPPED.fullmatch(k)} for row in r['metrics']]
+    config = r['config']
+    last = lambda key: next((row[key] for row in reversed(metrics) if key in row), None)
+    slim.append(dict(
+        r, metrics=metrics, seed=(config or {}).get('seed'),
+        config_hash=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+        if config else None, final_loss=last('loss'), final_val_loss=last('val_loss')))
+  return dict(extra, runs=slim)
+
+
+def write_results(path, runs, **extra):
+  files.write_json(path, results(runs, **extra))
+
+
+def read_results(path):
+  """(runs, extra) of a results file written by `write_results`."""
+  if not os.path.isfile(path):
+    raise ConfigError(f'--results={path} is not a file')
+  saved = files.read_json(path)
+  runs = saved.pop('runs', None)
+  if not isinstance(runs, list) or not all(isinstance(r, dict) and 'name' in r for r in runs):
+    raise ConfigError(f'--results={path} has no list of runs (key "runs")')
+  return runs, saved
+
+
+def render(runs, metric='val_loss', by=(), plot_dir=None):
+  """(markdown table, plot paths written into `plot_dir`, if given)."""
+  text = markdown(*table(runs, metric, by))
+  if plot_dir is None:
+    return text, []
+  os.makedirs(plot_dir, exist_ok=True)
+  pngs = [plots.loss_curves(runs, metric, os.path.join(plot_dir, 'loss.png'))]
+  pngs += [plots.expert_load(r, os.path.join(plot_dir, f'load_{r["name"]}.png'))
+           for r in runs if plots.has_load(r)]
+  return text, pngs
+
+
+def from_results(path):
+  """The table of a results file, as `write` made it (its metric and by)."""
+  runs, extra = read_results(path)
+  return render(runs, extra.get('metric', 'val_loss'), tuple(extra.get('by', ())))[0]
 
 
 def _load_run(run_dir, entry):
@@ -236,11 +308,18 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   f = flags.FLAGS
-  print(cli.run_reporting_errors(write, os.path.abspath(f.workdir), f.metric, f.by))
+  if f.results:
+    print(cli.run_reporting_errors(rebuild, f.results, f.out))
+  elif f.workdir:
+    print(cli.run_reporting_errors(write, os.path.abspath(f.workdir), f.metric, f.by))
+  else:
+    raise app.UsageError('give --workdir=DIR or --results=FILE')
 
 
 if __name__ == '__main__':   # flags only here: a notebook imports this module as a library
-  flags.DEFINE_string('workdir', None, 'The sweep directory.', required=True)
+  flags.DEFINE_string('workdir', None, 'The sweep directory.')
+  flags.DEFINE_string('results', None, 'A results.json to rebuild the report from, alone.')
+  flags.DEFINE_string('out', None, 'With --results: where report.md and plots/ go.')
   flags.DEFINE_string('metric', 'val_loss', 'The metric of the final and best columns.')
   flags.DEFINE_multi_string('by', [], 'Override key to show and sort by (repeat for more; '
                             'default: the keys that vary).')

@@ -6,7 +6,10 @@ Reads every RUN/benchmarks.<i>.jsonl (moe_jax.evaluate's lines) and prints a
 markdown table per mode: one row per model (runs `<model>_s<seed>` pooled
 over seeds), one column per task, accuracy in %. One seed: the accuracy and
 its 95 % interval; several: the mean and the seeds' spread (min-max), with n
-questions per seed. Nothing is written.
+questions per seed. Generate mode adds the share of the multiple-choice
+answers each letter got (pooled over tasks and seeds) and, below the table,
+the gold letters' shares: a model that answers one letter to everything
+scores that letter's gold share. Nothing is written.
 """
 import collections
 import glob
@@ -47,17 +50,38 @@ def _cell(rs):
   return f'{sum(accs) / len(accs):.1f} ({min(accs):.1f}-{max(accs):.1f}, {len(rs)} seeds)'
 
 
+def _letters(rs, key='letters'):
+  """'A 25 / B 50 / ...': each letter's share (%) of the multiple-choice
+  answers of results `rs` pooled ('-': none read back); '' without counts."""
+  counts = collections.Counter()
+  for r in rs:
+    counts.update(r.get(key) or {})
+  total = sum(counts.values())
+  return ' / '.join(f'{k} {100 * v / total:.0f}' for k, v in sorted(counts.items())) if total else ''
+
+
 def table(sweep_dir):
   lines = []
   for mode, models in sorted(results(sweep_dir).items()):
     names = sorted({t for tasks in models.values() for t in tasks})
     n = {t: max(r['n'] for m in models.values() for r in m.get(t, [])) for t in names}
+    letters = mode == 'generate'
     lines += [f'### {mode} ({"pass@1" if mode == "generate" else "acc_norm"}, %)', '',
-              '| model | ' + ' | '.join(f'{t} (n={n[t]})' for t in names) + ' |',
-              '|---' * (len(names) + 1) + '|']
+              '| model | ' + ' | '.join(f'{t} (n={n[t]})' for t in names) +
+              (' | answer letters, % of MC answers |' if letters else ' |'),
+              '|---' * (len(names) + 1 + letters) + '|']
     for model, tasks in models.items():
+      pooled = [r for rs in tasks.values() for r in rs]
       lines.append(f'| {model} | ' + ' | '.join(_cell(tasks[t]) if t in tasks else '-'
-                                               for t in names) + ' |')
+                                               for t in names) +
+                   (f' | {_letters(pooled) or "not recorded"} |' if letters else ' |'))
+    if letters:
+      first = {}   # every model answers the same questions: one result per task
+      for m in models.values():
+        for t, rs in m.items():
+          first.setdefault(t, rs[0])
+      gold = _letters(list(first.values()), 'gold_letters')
+      lines += ['', f'gold letters of the questions (% of MC questions): {gold or "not recorded"}']
     lines.append('')
   return '\n'.join(lines)
 

@@ -1,27 +1,28 @@
 r"""Seed 000's tables from our sweeps, in the seed's layout, its numbers beside ours.
 
   python -m experiments.seed000.report --table=3|4|5|8|regime --workdir=DIR [--arg=ARG]
+  python -m experiments.seed000.report --results=DIR/table{N}.json [--out=DIR2]
 
 DIR is the launched sweep of experiments/seed000/table{N}.py (or regime.py;
-`--arg` is its config argument). Writes DIR/table{N}.md (also printed) and
-DIR/plots/table{N}.png, next to what `python -m experiments.report` writes.
+`--arg` is its config argument). Writes DIR/table{N}.md (also printed),
+DIR/plots/table{N}.png and DIR/table{N}.json, the results file (the runs'
+final losses, transition reports and logged rows: experiments/report.py
+`results`) from which `--results` rebuilds the table alone.
 A run not finished yet shows as '-'; every row of the sweep is printed.
 Efficiencies are eta of seed 000 eq. 4 in percent ('-' where Fixed-2E did
 not beat Fixed-E: there is no gap to close).
 """
+import math
 import os
 import time
 
 from absl import flags
-from scipy import stats
 
-from experiments import plots, report
-from experiments.seed000 import analysis, base, reference
-from moe_jax import cli
+from experiments import plots, report, stats, study_cli
+from experiments.seed000 import analysis, base, reference, regime, table3, table4, table5, table8
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import files
 
-TABLES = ('3', '4', '5', '8', 'regime')
 
 
 def _fmt(x, digits=4):
@@ -41,8 +42,7 @@ def _loss(runs, name):
   return analysis.final_loss(runs[name]) if name in runs else None
 
 
-def table3(runs, arg):
-  from experiments.seed000 import table3   # pylint: disable=g-import-not-at-top
+def report3(runs, arg):
   part_a, part_b = table3.rows(arg)
   fixed, fixed2x = _loss(runs, 'fixed'), _loss(runs, 'fixed2x')
   u = base.unit(base.parse(arg))
@@ -84,8 +84,7 @@ _TABLE4_LABELS = dict(fixed='Fixed-E', fixed2x='Fixed-2E', random='Random', unif
                       curvature='‖g‖²/H')
 
 
-def table4(runs, arg):
-  from experiments.seed000 import table4   # pylint: disable=g-import-not-at-top
+def report4(runs, arg):
   cols = ('fixed', 'fixed2x') + table4.STRATEGIES
   head = ['run', 'CPT'] + [_TABLE4_LABELS[c] for c in cols] + ['Eff. uniform %', 'Eff. ‖g‖² %']
   out, by_cpt = [], {}
@@ -112,8 +111,7 @@ def table4(runs, arg):
   return text, by_cpt
 
 
-def table5(runs, arg):
-  from experiments.seed000 import table5   # pylint: disable=g-import-not-at-top
+def report5(runs, arg):
   head = ['K/E (target)', 'Fixed-E', 'Fixed-2E', 'Ours (MoE->MoE)', 'Sparse (dense->MoE)',
           'Eff. ours %', 'seed: Fixed-E', 'Fixed-mE', 'Ours', 'Sparse']
   rows, points = [], []
@@ -141,8 +139,7 @@ def _initial(run):
   return val, train
 
 
-def table8(runs, arg):
-  from experiments.seed000 import table8   # pylint: disable=g-import-not-at-top
+def report8(runs, arg):
   table = table8.rows(arg)
   copy = _loss(runs, 'expert=copy')
   fixed, fixed2x = _loss(runs, 'fixed'), _loss(runs, 'fixed2x')
@@ -163,24 +160,31 @@ def table8(runs, arg):
         train_final = next((r['loss'] for r in reversed(runs[run]['metrics'])
                             if 'loss' in r), None) if run in runs else None
         pairs.append((init[0], final, init[1], train_final))
-  rho = {}
-  for key, (i, j) in (('val', (0, 1)), ('train', (2, 3))):
+  lines = []
+  for kind, (i, j) in (('val', (0, 1)), ('train', (2, 3))):
     ok = [(p[i], p[j]) for p in pairs if None not in (p[i], p[j])]
-    rho[key] = (stats.spearmanr(*zip(*ok))[0], len(ok)) if len(ok) > 2 else (None, len(ok))
+    seed_rho = reference.SPEARMAN[kind]
+    if len(ok) > 2:
+      r = stats.spearman(*zip(*ok))
+      reading = ('no interval: |rho| = 1' if math.isnan(r['lo']) else
+                 'inside our interval: no evidence of a difference'
+                 if r['lo'] <= seed_rho <= r['hi'] else 'outside our interval: they differ')
+      got = (f'{r["rho"]:.2f} [95% CI {r["lo"]:.2f}, {r["hi"]:.2f}] (n = {len(ok)}; seed 000: '
+             f'{seed_rho}, n = {reference.SPEARMAN["n"]}, {reading})')
+    else:
+      got = f'- (n = {len(ok)}; seed 000: {seed_rho})'
+    lines.append(f'Spearman rho, loss right after upcycling vs terminal loss: {kind} {got}')
   bounds = f'Fixed-E {_fmt(fixed)}, Fixed-2E {_fmt(fixed2x)}'
-  lines = [f'Spearman rho, loss right after upcycling vs terminal loss: {kind} '
-           f'{_fmt(r, 2)} (n = {n}; seed 000: {reference.SPEARMAN[kind]}, n = '
-           f'{reference.SPEARMAN["n"]})' for kind, (r, n) in rho.items()]
   text = ('### Table 8: expert and router heuristics, one CPT budget\n\n' + bounds + '\n\n' +
           _md(head, rows) + '\n\n' + '\n'.join(lines))
   return text, pairs
 
 
-def regime(runs, arg):
-  from experiments.seed000 import regime as study   # pylint: disable=g-import-not-at-top
+def report_regime(runs, arg):
+  study = regime
   a = study._arg(arg)   # pylint: disable=protected-access
   head = ['setting', 'T', 'val Fixed-E', 'val Fixed-2E', 'paired gaps', 'mean', 'se',
-          'criterion']
+          '95% t interval', 'p', 'criterion']
   rows, points = [], []
   for t in study.budgets(a):
     pairs = [names for (_, tt), names in sorted(study.runs(arg).items()) if tt == t]
@@ -188,9 +192,12 @@ def regime(runs, arg):
     done = [(x, y) for x, y in losses if None not in (x, y)]
     gaps = [x - y for x, y in done]
     p = analysis.paired(gaps) if gaps else None
+    t_test = stats.paired(gaps)
     rows.append([a.setting, t, _pm([x for x, _ in done]), _pm([y for _, y in done]),
                  ', '.join(f'{g:+.4f}' for g in gaps) + f' ({len(gaps)}/{len(pairs)})',
                  _fmt(p and p['mean'], 4), _fmt(p and p['se'], 4),
+                 f'[{t_test["lo"]:+.4f}, {t_test["hi"]:+.4f}]' if t_test['n'] > 1 else '-',
+                 f'{t_test["p"]:.2f}' if t_test['n'] > 1 else '-',
                  'met' if p and p['met'] else 'not met'])
     points.append((t, gaps))
   return f'### Regime study: {a.setting}\n\n' + _md(head, rows), points
@@ -266,30 +273,58 @@ def _plot3(plt, data, path):
   return path
 
 
-def write(number, workdir, arg=''):
-  """Writes WORKDIR/table{N}.md and plots/table{N}.png; returns the markdown."""
-  number = str(number)
-  if number not in TABLES:
-    raise ConfigError(f'--table={number} is not one of {TABLES}')
-  runs = {r['name']: r for r in report.load_runs(workdir)}
-  make = regime if number == 'regime' else globals()[f'table{number}']
-  text, data = make(runs, arg or None)
-  os.makedirs(os.path.join(workdir, report.PLOTS_DIR), exist_ok=True)
-  png = _plot(number, data, os.path.join(workdir, report.PLOTS_DIR, f'table{number}.png'))
+STUDIES = {'3': report3, '4': report4, '5': report5, '8': report8, 'regime': report_regime}
+
+
+def _render(number, runs, arg, plot_dir=None):
+  """(markdown of the table, its plot's path or None) from {name: run}."""
+  text, data = STUDIES[number](runs, arg or None)
+  if plot_dir is None:
+    return text, None
+  os.makedirs(plot_dir, exist_ok=True)
+  return text, _plot(number, data, os.path.join(plot_dir, f'table{number}.png'))
+
+
+def _save(number, text, png, runs, out, where):
   text = (f'{text}\n\n![table {number}]({report.PLOTS_DIR}/{os.path.basename(png)})\n\n'
-          f'({len(runs)} runs in {workdir}, {time.strftime("%Y-%m-%d %H:%M")})\n')
-  files.write_text(os.path.join(workdir, f'table{number}.md'), text)
+          f'({len(runs)} runs in {where}, {time.strftime("%Y-%m-%d %H:%M")})\n')
+  files.write_text(os.path.join(out, f'table{number}.md'), text)
   return text
 
 
-def main(argv):
-  del argv
-  f = flags.FLAGS
-  print(cli.run_reporting_errors(write, f.table, os.path.abspath(f.workdir), f.arg))
+def write(number, workdir, arg=''):
+  """Writes WORKDIR/table{N}.md, plots/table{N}.png and table{N}.json (the
+  results file); returns the markdown."""
+  number = str(number)
+  if number not in STUDIES:
+    raise ConfigError(f'--table={number} is not one of {tuple(STUDIES)}')
+  runs = report.load_runs(workdir)
+  report.write_results(os.path.join(workdir, f'table{number}.json'), runs, study=number,
+                       arg=arg or '')
+  by_name = {r['name']: r for r in runs}
+  text, png = _render(number, by_name, arg, os.path.join(workdir, report.PLOTS_DIR))
+  return _save(number, text, png, runs, workdir, workdir)
+
+
+def from_results(path):
+  """The table (markdown, no plot) of a results file `write` wrote."""
+  runs, extra = report.read_results(path)
+  return _render(str(extra.get('study')), {r['name']: r for r in runs}, extra.get('arg'))[0]
+
+
+def rebuild(path, out=None):
+  """The table of a results file alone; with `out`, also table{N}.md and its plot there."""
+  runs, extra = report.read_results(path)
+  number = str(extra.get('study'))
+  if number not in STUDIES:
+    raise ConfigError(f'--results={path}: its study {number!r} is not one of {tuple(STUDIES)}')
+  if out is None:
+    return from_results(path)
+  text, png = _render(number, {r['name']: r for r in runs}, extra.get('arg'),
+                      os.path.join(out, report.PLOTS_DIR))
+  return _save(number, text, png, runs, out, path)
 
 
 if __name__ == '__main__':
-  flags.DEFINE_enum('table', None, list(TABLES), 'Which table.', required=True)
-  flags.DEFINE_string('workdir', None, 'The sweep directory.', required=True)
-  flags.DEFINE_string('arg', '', "The sweep's config argument (e.g. 'small').")
-  cli.run_app(main)
+  study_cli.run(write, rebuild, STUDIES, study_flag='table', option=lambda: flags.DEFINE_string(
+      'arg', '', "The sweep's config argument (e.g. 'small')."))

@@ -2,24 +2,27 @@ r"""Seed 001's studies from our sweeps: the schedule comparison and the routing 
 
   python -m experiments.seed001.report --study=schedule --workdir=DIR
   python -m experiments.seed001.report --study=routing --workdir=DIR [--batches=N]
+  python -m experiments.seed001.report --results=DIR/seed001_<study>.json [--out=DIR2]
 
 DIR is the launched sweep of experiments/seed001/{schedule,routing}.py.
-Writes DIR/seed001_<study>.md (also printed) and DIR/plots/seed001_*.png; the
-routing study also writes DIR/plots/routing_<run>.{png,json} (`inspect
---routing` of each MoE's final checkpoint). A run not finished shows as '-'.
+Writes DIR/seed001_<study>.md (also printed), DIR/plots/seed001_*.png and
+DIR/seed001_<study>.json, the results file (the runs, and for the routing
+study each routed checkpoint's `inspect --routing` result) from which
+`--results` rebuilds the report alone; the routing study also writes
+DIR/plots/routing_<run>.{png,json} (`inspect --routing` of each MoE's final
+checkpoint). A run not finished shows as '-'.
 """
 import os
+import tempfile
 
 from absl import flags
 import numpy as np
 
-from experiments import report, runner, sweep
+from experiments import report, runner, study_cli, sweep
 from experiments.seed002 import report as seed002_report
-from moe_jax import cli
 from moe_jax.errors import ConfigError
 from moe_jax.eval import routing
 
-STUDIES = ('schedule', 'routing')
 ROUTED = ('up_single', 'scratch')
 _fmt = seed002_report.fmt
 
@@ -38,7 +41,8 @@ def _moe_health(run):
           max((dead(r) for r in run['metrics']), default=None))
 
 
-def schedule_report(sweep_dir, runs, _):
+def schedule_report(runs, routed, plot_dir):
+  del routed
   body = []
   for name in ('up_single', 'up_three_phase'):
     run = runs.get(name)
@@ -50,7 +54,7 @@ def schedule_report(sweep_dir, runs, _):
   dense = _last(runs['dense'], 'val_loss') if 'dense' in runs else None
   path = seed002_report.curves_plot(
       runs, ['up_single', 'up_three_phase'], {},
-      os.path.join(sweep_dir, 'plots', 'seed001_schedule.png'),
+      os.path.join(plot_dir, 'seed001_schedule.png'),
       'upcycled training: one phase vs seed 001\'s three phases', cv=True)
   return [(f'One phase vs three phases after dense -> MoE (the dense source ends at val loss '
            f'{_fmt(dense)})',
@@ -59,47 +63,86 @@ def schedule_report(sweep_dir, runs, _):
                            body))], [path]
 
 
-def routing_report(sweep_dir, runs, batches):
+def route(sweep_dir, batches):
+  """{run: (markdown, result)} of `inspect --routing` of each finished routed
+  run's last checkpoint (its heatmap and JSON to DIR/plots/routing_<run>.*)."""
+  out = {}
+  for name in ROUTED:
+    if runner.status(os.path.join(sweep_dir, name)).get('state') == 'done':
+      plot = os.path.join(sweep_dir, 'plots', f'routing_{name}.png')
+      text, _, result = routing.inspect_checkpoint(os.path.join(sweep_dir, name), batches, plot)
+      out[name] = (text, result)
+  return out
+
+
+def routing_report(runs, routed, plot_dir):
   summary, details, pngs = [], [], []
   for name in ROUTED:
-    if runner.status(os.path.join(sweep_dir, name)).get('state') != 'done':
+    if name not in routed:
       summary.append([name, '-', '-', '-'])
       continue
-    plot = os.path.join(sweep_dir, 'plots', f'routing_{name}.png')
-    text, path, result = routing.inspect_checkpoint(os.path.join(sweep_dir, name), batches, plot)
-    cv, dead, _ = _moe_health(runs[name])
+    text, result = routed[name]
+    path = routing.heatmap(result, os.path.join(plot_dir, f'routing_{name}.png'),
+                           f'{name} @ step {result["step"]}')
     for layer, r in result['layers'].items():
       top = {g: max(r['share'][g]) for g in routing.GROUPS if r['share'][g] is not None}
       summary.append([name, layer, f'{r["mi_bits"]:.3f}',
                       ', '.join(f'{g} {100 * s:.0f}%' for g, s in top.items())])
     details.append((f'{name}: routing by token type and load over training', text))
     pngs.append(path)
+  del runs
   return [('Routing: I(char class; expert) and each group\'s most used expert (share of its '
            'top-k assignments; 12.5% = uniform over 8 experts)',
            report.markdown(['run', 'layer', 'MI (bits)', 'top expert share by group'],
                            summary))] + details, pngs
 
 
+STUDIES = {'schedule': schedule_report, 'routing': routing_report}
+
+
 def write(study, sweep_dir, batches=None):
-  """Writes DIR/seed001_<study>.md and its plots; returns the markdown."""
+  """Writes DIR/seed001_<study>.md, its plots and seed001_<study>.json (the
+  results file); returns the markdown."""
   if study not in STUDIES:
-    raise ConfigError(f'--study={study!r} is not one of {STUDIES}')
+    raise ConfigError(f'--study={study!r} is not one of {tuple(STUDIES)}')
   sweep.read(sweep_dir)   # a launched sweep, or a one-line error
-  runs = {r['name']: r for r in report.load_runs(sweep_dir)}
-  os.makedirs(os.path.join(sweep_dir, 'plots'), exist_ok=True)
-  sections, pngs = (schedule_report if study == 'schedule' else routing_report)(
-      sweep_dir, runs, batches)
+  runs = report.load_runs(sweep_dir)
+  plot_dir = os.path.join(sweep_dir, report.PLOTS_DIR)
+  os.makedirs(plot_dir, exist_ok=True)
+  routed = route(sweep_dir, batches) if study == 'routing' else {}
+  report.write_results(os.path.join(sweep_dir, f'seed001_{study}.json'), runs, study=study,
+                       routed=routed)
+  sections, pngs = STUDIES[study]({r['name']: r for r in runs}, routed, plot_dir)
   return seed002_report.save(sweep_dir, f'seed001_{study}', f'seed 001, {study}', sections, pngs)
 
 
-def main(argv):
-  del argv
-  f = flags.FLAGS
-  print(cli.run_reporting_errors(write, f.study, os.path.abspath(f.workdir), f.batches))
+def _from_file(path):
+  runs, extra = report.read_results(path)
+  study = extra.get('study')
+  if study not in STUDIES:
+    raise ConfigError(f'--results={path}: its study {study!r} is not one of {tuple(STUDIES)}')
+  return study, {r['name']: r for r in runs}, extra.get('routed') or {}
+
+
+def from_results(path):
+  """The sections of a results file's report, as markdown (plots drawn and dropped)."""
+  study, runs, routed = _from_file(path)
+  with tempfile.TemporaryDirectory() as plot_dir:
+    return seed002_report.sections_md(STUDIES[study](runs, routed, plot_dir)[0])
+
+
+def rebuild(path, out=None):
+  """The report of a results file alone; with `out`, its markdown and plots there."""
+  if out is None:
+    return from_results(path)
+  study, runs, routed = _from_file(path)
+  plot_dir = os.path.join(out, report.PLOTS_DIR)
+  os.makedirs(plot_dir, exist_ok=True)
+  sections, pngs = STUDIES[study](runs, routed, plot_dir)
+  return seed002_report.save(out, f'seed001_{study}', f'seed 001, {study} (from '
+                             f'{os.path.basename(path)})', sections, pngs)
 
 
 if __name__ == '__main__':
-  flags.DEFINE_enum('study', None, list(STUDIES), 'Which study the sweep is.', required=True)
-  flags.DEFINE_string('workdir', None, 'The launched sweep directory.', required=True)
-  flags.DEFINE_integer('batches', None, 'Validation batches to route (default: the config\'s).')
-  cli.run_app(main)
+  study_cli.run(write, rebuild, STUDIES, option=lambda: flags.DEFINE_integer(
+      'batches', None, 'Validation batches to route (default: the config\'s).'))

@@ -41,7 +41,8 @@ def _fit(form_name, cols, fixed=None, loo=True, n_boot=0, seed=0):
     if loo:
       out['loo_rms'] = fit.loo_rms(form, cols, result)
     if n_boot:
-      out['ci95'] = fit.bootstrap(form, cols, result, n_boot=n_boot, seed=seed)
+      out['draws'] = fit.bootstrap_draws(form, cols, result, n_boot=n_boot, seed=seed)
+      out['ci95'] = fit.bootstrap(form, cols, result, draws=out['draws'])
   except ConfigError as e:
     return dict(error=str(e), n=len(cols['loss']))
   return out
@@ -75,6 +76,30 @@ def dstar_at(laws, n1s, lo=1e3, hi=1e13):
     return {float(n): None for n in n1s}
   return {float(n): dstar.solve(laws['moe']['params'], laws['upcycled']['params'], n, lo, hi)
           for n in n1s}
+
+
+def dstar_bootstrap(laws, n1s, lo=1e3, hi=1e13, level=0.95):
+  """What the fits' bootstrap draws say about D*: the i-th MoE draw paired
+  with the i-th upcycled draw (resamples of disjoint runs), eq. 13 solved per
+  pair. dict(n (pairs), by_n1={N1: dict(lo, hi (percentile interval over the
+  pairs that cross), crossed (their share))}, falls (share of the pairs
+  crossing at the smallest and the largest N1 where D* is lower at the
+  largest), n_both); None without draws."""
+  moe, up = (laws.get(k, {}).get('draws') for k in ('moe', 'upcycled'))
+  if not moe or not up:
+    return None
+  n1s = [float(n) for n in n1s]
+  per_pair = [[(dstar.solve(m, u, n, lo, hi) or [None])[0] for n in n1s]
+              for m, u in zip(moe, up)]
+  by_n1 = {}
+  for j, n in enumerate(n1s):
+    ds = [d[j] for d in per_pair if d[j] is not None]
+    q = np.percentile(ds, [50 * (1 - level), 50 * (1 + level)]) if ds else (None, None)
+    by_n1[n] = dict(lo=None if q[0] is None else float(q[0]),
+                    hi=None if q[1] is None else float(q[1]), crossed=len(ds) / len(per_pair))
+  both = [d for d in per_pair if d[0] is not None and d[-1] is not None]
+  return dict(n=len(per_pair), by_n1=by_n1, n_both=len(both),
+              falls=float(np.mean([d[-1] < d[0] for d in both])) if both else None)
 
 
 def exponent_at(params, d1):

@@ -2,28 +2,31 @@ r"""Seed 002's studies from our sweeps: tables in the seed's layout, its numbers
 
   python -m experiments.seed002.report --study=grid --workdir=DIR [--arg=small]
   python -m experiments.seed002.report --study=ablations --workdir=DIR [--arg=small]
+  python -m experiments.seed002.report --results=DIR/seed002_<study>.json [--out=DIR2]
 
 DIR is the launched sweep of experiments/seed002/{grid,ablations}.py (`--arg`
-its config argument). Writes DIR/seed002_<study>.md (also printed) and
-DIR/plots/seed002_*.png. The grid also writes DIR/runs.jsonl, the runs table
-of `python -m moe_jax.scaling_laws collect` over its finished runs, and
-DIR/fits.json. A run not finished is left out of the fits and shown as '-'.
+its config argument). Writes DIR/seed002_<study>.md (also printed),
+DIR/plots/seed002_*.png and DIR/seed002_<study>.json, the results file (the
+runs, and for the grid the collected rows the fits read) from which
+`--results` rebuilds the report alone. The grid also writes DIR/runs.jsonl,
+the runs table of `python -m moe_jax.scaling_laws collect` over its finished
+runs, and DIR/fits.json (the fits are seeded: a rebuild refits the same). A
+run not finished is left out of the fits and shown as '-'.
 """
 import json
 import os
+import tempfile
 import time
 
 from absl import flags
 import numpy as np
 
-from experiments import plots, report, runner, sweep
-from experiments.seed002 import fits, grid
-from moe_jax import cli
+from experiments import plots, report, runner, study_cli, sweep
+from experiments.seed002 import ablations, fits, grid
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import collect, forms, table
 from moe_jax.workdir import files
 
-STUDIES = ('grid', 'ablations')
 N_BOOT = 200
 
 
@@ -42,13 +45,13 @@ def _done(sweep_dir):
           if runner.status(os.path.join(sweep_dir, n)).get('state') == 'done']
 
 
-def runs_table(sweep_dir):
-  """Columns of the collected runs (collect.row of every finished run), also
-  written to DIR/runs.jsonl."""
+def collected(sweep_dir):
+  """collect.row of every finished run (without its workdir), also written to
+  DIR/runs.jsonl."""
   rows = collect.collect(_done(sweep_dir))
   files.write_text(os.path.join(sweep_dir, 'runs.jsonl'),
                    ''.join(json.dumps(r) + '\n' for r in rows))
-  return table.from_rows([{k: v for k, v in r.items() if k != 'workdir'} for r in rows])
+  return [{k: v for k, v in r.items() if k != 'workdir'} for r in rows]
 
 
 def _grid_runs_md(cols):
@@ -99,17 +102,27 @@ def _table2_md(laws):
   return report.markdown(head, body) + ''.join(f'\n\n- not fitted: {n}' for n in notes)
 
 
-def _dstar_md(cols, laws, crossings):
-  head = ['N1', 'D* (eq. 13, our laws), tokens', 'crossings', 'eq. 2 at N1 (seed 002), tokens',
-          'longest D1 + D2 we ran']
+def _dstar_md(cols, crossings, boot):
+  head = ['N1', 'D* (eq. 13, our laws), tokens', 'crossings', '95% bootstrap interval (share '
+          'of draws that cross)', 'eq. 2 at N1 (seed 002), tokens', 'longest D1 + D2 we ran']
   body = []
   for n1, roots in crossings.items():
     up = fits.rows(cols, 'upcycled', n1)
     ran = f'{(up["D1"] + up["D2"]).max():.0f}' if len(up['loss']) else '-'
     d = '-' if roots is None else ('no crossing' if not roots else f'{roots[0]:.3g}')
+    b = (boot or {}).get('by_n1', {}).get(n1)
+    interval = ('-' if b is None else
+                f'[{fmt(b["lo"], 3)}, {fmt(b["hi"], 3)}] ({100 * b["crossed"]:.0f}%)')
     body.append([f'{n1:.0f}', d, '-' if not roots else ', '.join(f'{r:.3g}' for r in roots),
-                 f'{float(fits.dstar.eq2(n1)):.3g}', ran])
-  return report.markdown(head, body)
+                 interval, f'{float(fits.dstar.eq2(n1)):.3g}', ran])
+  note = ''
+  if boot and boot['falls'] is not None:
+    note = (f'\n\nD* lower at the largest N1 than at the smallest in {100 * boot["falls"]:.0f}% '
+            f'of the {boot["n_both"]} of {boot["n"]} bootstrap draws that cross at both: '
+            + ('it falls with N1, as eq. 2 does' if boot['falls'] >= 0.975 else
+               'it rises with N1' if boot['falls'] <= 0.025 else
+               'the direction is not determined'))
+  return report.markdown(head, body) + note
 
 
 def _grid_plot(cols, laws, by_size, path):
@@ -172,17 +185,19 @@ def _baseline_plot(cols, laws, path):
   return path
 
 
-def grid_report(sweep_dir, arg):
-  cols = runs_table(sweep_dir)
+def grid_report(runs, rows, arg, plot_dir):
+  """(sections, plots, fits) of the grid from its collected rows."""
+  del runs   # the fits read the collected rows
+  cols = table.from_rows(rows)
   by_size = fits.dataset_forms(cols)
   laws = fits.joint_laws(cols, n_boot=20 if grid.parse(arg).small else N_BOOT)
   n1s = np.unique(fits.rows(cols, 'upcycled')['N1'])
   crossings = fits.dstar_at(laws, n1s)
-  files.write_json(os.path.join(sweep_dir, 'fits.json'), dict(
-      dataset_forms={str(k): v for k, v in by_size.items()}, joint=laws,
-      dstar={str(k): v for k, v in crossings.items()}))
-  plot_dir = os.path.join(sweep_dir, 'plots')
-  os.makedirs(plot_dir, exist_ok=True)
+  boot = fits.dstar_bootstrap(laws, n1s)
+  fitted = dict(dataset_forms={str(k): v for k, v in by_size.items()}, joint=laws,
+                dstar={str(k): v for k, v in crossings.items()},
+                dstar_bootstrap=boot and dict(boot, by_n1={str(k): v
+                                                           for k, v in boot['by_n1'].items()}))
   pngs = [_grid_plot(cols, laws, by_size, os.path.join(plot_dir, 'seed002_grid.png')),
           _baseline_plot(cols, laws, os.path.join(plot_dir, 'seed002_baselines.png'))]
   sections = [
@@ -192,21 +207,19 @@ def grid_report(sweep_dir, arg):
       ('Joint laws, E shared (seed 002 Table 2); 95% bootstrap intervals in brackets',
        _table2_md(laws)),
       ('D*: where training a MoE from scratch starts to beat upcycling (eq. 13)',
-       _dstar_md(cols, laws, crossings)),
+       _dstar_md(cols, crossings, boot)),
   ]
-  return sections, pngs
+  return sections, pngs, fitted
 
 
-def ablations_report(sweep_dir, arg):
-  from experiments.seed002 import ablations   # pylint: disable=g-import-not-at-top
-  runs = {r['name']: r for r in report.load_runs(sweep_dir)}
+def ablations_report(runs, rows, arg, plot_dir):
+  """(sections, plots, None) of the ablations from {name: run}."""
+  del rows, arg
   final = lambda name: (next((row['val_loss'] for row in reversed(runs[name]['metrics'])
                               if 'val_loss' in row), None) if name in runs else None)
   lr_rows = [[label, name, fmt(final(name))] for name, label in ablations.LR_ARMS.items()]
   sched_rows = [[kind, fmt(final(f'{kind}_wsd')), fmt(final(f'{kind}_cosine'))]
                 for kind in ('dense', 'moe')]
-  plot_dir = os.path.join(sweep_dir, 'plots')
-  os.makedirs(plot_dir, exist_ok=True)
   pngs = [curves_plot(runs, list(ablations.LR_ARMS), ablations.LR_ARMS,
                        os.path.join(plot_dir, 'seed002_lr.png'),
                        'upcycled training with three LR choices (seed 002 Fig. 8)'),
@@ -216,7 +229,10 @@ def ablations_report(sweep_dir, arg):
   return [('LR of upcycled training (seed 002 App. A.6, Fig. 8: the MoE LR works best)',
            report.markdown(['LR choice', 'run', 'final val loss'], lr_rows)),
           ('WSD vs cosine at one budget (seed 002 App. A.4, Fig. 7: similar)',
-           report.markdown(['model', 'WSD val loss', 'cosine val loss'], sched_rows))], pngs
+           report.markdown(['model', 'WSD val loss', 'cosine val loss'], sched_rows))], pngs, None
+
+
+STUDIES = {'grid': grid_report, 'ablations': ablations_report}
 
 
 def curves_plot(runs, names, labels, path, title, cv=False):
@@ -251,12 +267,56 @@ def curves_plot(runs, names, labels, path, title, cv=False):
 
 
 def write(study, sweep_dir, arg=''):
-  """Writes DIR/seed002_<study>.md and its plots; returns the markdown."""
+  """Writes DIR/seed002_<study>.md, its plots and seed002_<study>.json (the
+  results file); returns the markdown."""
   if study not in STUDIES:
-    raise ConfigError(f'--study={study!r} is not one of {STUDIES}')
+    raise ConfigError(f'--study={study!r} is not one of {tuple(STUDIES)}')
   sweep.read(sweep_dir)   # a launched sweep, or a one-line error
-  sections, pngs = (grid_report if study == 'grid' else ablations_report)(sweep_dir, arg)
+  runs = report.load_runs(sweep_dir)
+  rows = collected(sweep_dir) if study == 'grid' else None
+  report.write_results(os.path.join(sweep_dir, f'seed002_{study}.json'), runs, study=study,
+                       arg=arg or '', collected=rows)
+  sections, pngs, fitted = STUDIES[study]({r['name']: r for r in runs}, rows, arg,
+                                          _plot_dir(sweep_dir))
+  if fitted is not None:
+    files.write_json(os.path.join(sweep_dir, 'fits.json'), fitted)
   return save(sweep_dir, f'seed002_{study}', f'seed 002, {study}', sections, pngs)
+
+
+def _plot_dir(out):
+  path = os.path.join(out, report.PLOTS_DIR)
+  os.makedirs(path, exist_ok=True)
+  return path
+
+
+def _from_file(path):
+  runs, extra = report.read_results(path)
+  study = extra.get('study')
+  if study not in STUDIES:
+    raise ConfigError(f'--results={path}: its study {study!r} is not one of {tuple(STUDIES)}')
+  return study, {r['name']: r for r in runs}, extra.get('collected'), extra.get('arg')
+
+
+def from_results(path):
+  """The sections of a results file's report, as markdown (plots drawn and dropped)."""
+  study, runs, rows, arg = _from_file(path)
+  with tempfile.TemporaryDirectory() as plot_dir:
+    sections = STUDIES[study](runs, rows, arg, plot_dir)[0]
+  return sections_md(sections)
+
+
+def rebuild(path, out=None):
+  """The report of a results file alone; with `out`, its markdown and plots there."""
+  if out is None:
+    return from_results(path)
+  study, runs, rows, arg = _from_file(path)
+  sections, pngs, _ = STUDIES[study](runs, rows, arg, _plot_dir(out))
+  return save(out, f'seed002_{study}', f'seed 002, {study} (from {os.path.basename(path)})',
+              sections, pngs)
+
+
+def sections_md(sections):
+  return ''.join(f'## {head}\n\n{body}\n\n' for head, body in sections)
 
 
 def save(sweep_dir, name, title, sections, pngs):
@@ -264,20 +324,12 @@ def save(sweep_dir, name, title, sections, pngs):
   the plots (in DIR/plots); returns the markdown."""
   text = (f'# {title}: {os.path.basename(sweep_dir.rstrip("/"))}, '
           f'{time.strftime("%Y-%m-%d %H:%M")}\n\n' +
-          ''.join(f'## {head}\n\n{body}\n\n' for head, body in sections) +
+          sections_md(sections) +
           '\n'.join(f'![{os.path.basename(p)}](plots/{os.path.basename(p)})' for p in pngs) + '\n')
   files.write_text(os.path.join(sweep_dir, f'{name}.md'), text)
   return text
 
 
-def main(argv):
-  del argv
-  f = flags.FLAGS
-  print(cli.run_reporting_errors(write, f.study, os.path.abspath(f.workdir), f.arg))
-
-
 if __name__ == '__main__':
-  flags.DEFINE_enum('study', None, list(STUDIES), 'Which study the sweep is.', required=True)
-  flags.DEFINE_string('workdir', None, 'The launched sweep directory.', required=True)
-  flags.DEFINE_string('arg', '', "The sweep's config argument (e.g. small).")
-  cli.run_app(main)
+  study_cli.run(write, rebuild, STUDIES, option=lambda: flags.DEFINE_string(
+      'arg', '', "The sweep's config argument (e.g. small)."))

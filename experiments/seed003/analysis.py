@@ -21,7 +21,7 @@ import re
 import numpy as np
 from scipy import stats
 
-from experiments import report
+from experiments import report, stats as study_stats
 from experiments.seed003 import common
 from moe_jax.workdir import files
 
@@ -29,12 +29,17 @@ _GROWN = re.compile(r'(post_)?(interpose|stack|width_a[0-9.e-]+|total_interpose)
 
 
 def load(sweep_dir):
-  """{name: run dict of report.load_runs, plus `info` (run.json or None)}."""
+  """{name: run dict of report.load_runs, plus `info` (run.json or None) and,
+  for a finished width-growth run, `drift` (`expert_drift` of its last
+  checkpoint): all the report reads, so a results file of these dicts
+  rebuilds it without the checkpoints."""
   runs = {}
   for run in report.load_runs(sweep_dir):
     path = os.path.join(sweep_dir, run['name'], files.RUN)
     run['info'] = files.read_json(path) if os.path.exists(path) else None
-    run['dir'] = os.path.join(sweep_dir, run['name'])
+    m = _GROWN.fullmatch(run['name'])
+    if m and not m.group(1) and m.group(2).startswith('width_a') and run['state'] == 'done':
+      run['drift'] = expert_drift(os.path.join(sweep_dir, run['name']))
     runs[run['name']] = run
   return runs
 
@@ -109,8 +114,7 @@ def width_rows(runs):
     m = _GROWN.fullmatch(name)
     if m and not m.group(1) and m.group(2).startswith('width_a'):
       alpha = float(m.group(2)[len('width_a'):])
-      rows.append(_row(run, alpha=alpha, step=int(m.group(3)),
-                       drift=expert_drift(run) if run['state'] == 'done' else None))
+      rows.append(_row(run, alpha=alpha, step=int(m.group(3)), drift=run.get('drift')))
   return sorted(rows, key=lambda r: r['alpha'])
 
 
@@ -138,23 +142,25 @@ def sunk_rows(runs, budget):
 
 def correlation(rows):
   """Pearson r and Spearman rho of (sunk FLOPs, final loss) over the finished
-  rows; None with fewer than three."""
+  rows, rho with its interval (experiments/stats.py; none where |rho| = 1);
+  None with fewer than three."""
   xy = [(r['sunk'], r['final']) for r in rows if r['final'] is not None and r['sunk'] is not None]
   if len(xy) < 3:
     return None
   x, y = np.asarray(xy).T
-  return dict(n=len(xy), pearson=float(stats.pearsonr(x, y)[0]),
-              spearman=float(stats.spearmanr(x, y)[0]))
+  rho = study_stats.spearman(x, y)
+  return dict(n=len(xy), pearson=float(stats.pearsonr(x, y)[0]), spearman=rho['rho'],
+              spearman_ci95=[rho['lo'], rho['hi']])
 
 
-def expert_drift(run):
+def expert_drift(run_dir):
   """How far width growth's new experts moved from the experts they copy, at the
   run's last checkpoint: mean over MoE layers, experts and wi_0/wi_1/wo of
   ||w_new - w_orig|| / ||w_orig|| (layout 'append': expert E + e copies e).
   Exact copies with identical router columns get identical gradients, so at
   alpha=0 this stays 0: the copies never specialise."""
   from moe_jax.eval import restore   # pylint: disable=g-import-not-at-top
-  params = restore.load(run['dir']).params
+  params = restore.load(run_dir).params
   ratios = []
   for name, layer in params.items():
     experts = layer.get('moe', {}).get('experts') if name.startswith('layers_') else None

@@ -1,23 +1,25 @@
 r"""Seed 003's tables and plots from a sweep of experiments/seed003/*.py.
 
   python -m experiments.seed003.report --workdir=DIR
+  python -m experiments.seed003.report --results=DIR/seed003.json [--out=DIR2]
 
 writes DIR/seed003.md (and prints it) with one section per study whose runs
-DIR holds, and DIR/plots/seed003_<study>.png. Losses are validation losses
+DIR holds, DIR/plots/seed003_<study>.png, and DIR/seed003.json, the results
+file (experiments/report.py `results`, with each run's run.json and the width
+runs' copy drift) from which `--results` rebuilds the report alone. Losses are validation losses
 (nats/token); FLOPs are training FLOPs (analysis.py). Works on unfinished
 sweeps: a run not done yet has no final loss.
 """
+import math
 import os
+import tempfile
 import time
 
-from absl import app, flags
-
-from experiments import plots, report
+from experiments import plots, report, study_cli
 from experiments.seed003 import analysis, common
-from moe_jax import cli
 from moe_jax.workdir import files
 
-REPORT_FILE = 'seed003.md'
+REPORT_FILE, RESULTS_FILE = 'seed003.md', 'seed003.json'
 
 
 def _f(value, fmt='.4f'):
@@ -30,6 +32,12 @@ def _d(before, after):
 
 def _table(header, rows):
   return report.markdown(header, rows) if rows else '(no runs yet)'
+
+
+def _interval(lo_hi):
+  lo, hi = lo_hi
+  return ('(no 95% interval: |rho| = 1)' if math.isnan(lo) else
+          f'[95% CI {lo:+.2f}, {hi:+.2f}]')
 
 
 def _legend(ax):
@@ -136,7 +144,8 @@ def sunk(runs, plot_dir, budget):
   corr = analysis.correlation(rows)
   text = table + '\n\n' + (
       f'sunk FLOPs vs final loss over {corr["n"]} runs: Pearson r = {corr["pearson"]:+.3f}, '
-      f'Spearman rho = {corr["spearman"]:+.3f} (negative: more sunk cost, lower loss)'
+      f'Spearman rho = {corr["spearman"]:+.3f} {_interval(corr["spearman_ci95"])} (negative: '
+      'more sunk cost, lower loss)'
       if corr else 'correlation: fewer than three finished runs')
   grown_runs = [runs[r['run']] for r in rows]
 
@@ -153,34 +162,52 @@ def sunk(runs, plot_dir, budget):
   return title, text, [png]
 
 
-def write(sweep_dir):
-  """Writes seed003.md and its plots into `sweep_dir`; returns the markdown."""
-  runs = analysis.load(sweep_dir)
-  plot_dir = os.path.join(sweep_dir, report.PLOTS_DIR)
+def render(runs, plot_dir):
+  """The report's sections (markdown) from {name: run}; plots go to `plot_dir`."""
   os.makedirs(plot_dir, exist_ok=True)
   studies = [(depth, analysis.depth_rows), (width, analysis.width_rows),
              (retention, analysis.retention_rows),
              (lambda r, d: sunk(r, d, 'additional'), lambda r: analysis.sunk_rows(r, 'additional')),
              (lambda r, d: sunk(r, d, 'total'), lambda r: analysis.sunk_rows(r, 'total'))]
-  parts = [f'# Seed 003 at CPU scale: {os.path.basename(sweep_dir.rstrip("/"))}, '
-           f'{time.strftime("%Y-%m-%d %H:%M")}']
+  parts = []
   for section, rows in studies:
     if not rows(runs):
       continue
     title, text, pngs = section(runs, plot_dir)
     parts.append(f'## {title}\n\n{text}\n\n' + '\n'.join(
         f'![{p}]({report.PLOTS_DIR}/{p})' for p in pngs))
-  text = '\n\n'.join(parts) + '\n'
-  files.write_text(os.path.join(sweep_dir, REPORT_FILE), text)
+  return '\n\n'.join(parts)
+
+
+def _save(runs, out, name):
+  text = render(runs, os.path.join(out, report.PLOTS_DIR))
+  text = (f'# Seed 003 at CPU scale: {name}, {time.strftime("%Y-%m-%d %H:%M")}\n\n'
+          f'{text}\n')
+  files.write_text(os.path.join(out, REPORT_FILE), text)
   return text
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  print(cli.run_reporting_errors(write, os.path.abspath(flags.FLAGS.workdir)))
+def write(sweep_dir):
+  """Writes seed003.md, its plots and seed003.json into `sweep_dir`; returns the markdown."""
+  runs = analysis.load(sweep_dir)
+  report.write_results(os.path.join(sweep_dir, RESULTS_FILE), list(runs.values()))
+  return _save(runs, sweep_dir, os.path.basename(sweep_dir.rstrip('/')))
 
 
-if __name__ == '__main__':   # flags only here: a notebook imports this module
-  flags.DEFINE_string('workdir', None, 'The sweep directory.', required=True)
-  cli.run_app(main)
+def from_results(path):
+  """The sections of a results file's report (its plots drawn and dropped)."""
+  runs, _ = report.read_results(path)
+  with tempfile.TemporaryDirectory() as plot_dir:
+    return render({r['name']: r for r in runs}, plot_dir)
+
+
+def rebuild(path, out=None):
+  """The report of a results file alone; with `out`, seed003.md and plots there."""
+  if out is None:
+    return from_results(path)
+  runs, _ = report.read_results(path)
+  return _save({r['name']: r for r in runs}, out, path)
+
+
+if __name__ == '__main__':
+  study_cli.run(write, rebuild)

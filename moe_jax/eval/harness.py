@@ -17,13 +17,16 @@ Two modes:
   checkpoint fine-tuned with data.chat_template=plain or a tokenizer without
   one), greedy decoding until the end-of-turn token or a cap (32 new tokens
   for a letter, 256 for GSM8K, 512 for MATH), the answer read back by
-  moe_jax/eval/answers.py; `accuracy` is pass@1.
+  moe_jax/eval/answers.py; `accuracy` is pass@1. On multiple-choice tasks
+  the result also counts the letters read back (`letters`, '-' where none
+  was) and the gold letters (`gold_letters`).
 
 `limit` scores a fixed subset: `limit` questions drawn without replacement
 with `seed`, the same for every checkpoint, so two models are compared on
 the same questions. The interval is Wilson's 95 % score interval for a
 binomial proportion.
 """
+import collections
 import json
 import math
 import os
@@ -159,8 +162,22 @@ def run(loaded, questions, mode, max_new_tokens=0, limit=None, seed=0):
       result = _result(right, metric='pass@1', **fields)
       result['samples'] = [dict(id=q.id, answer=q.answer, response=r[:300])
                            for q, r in list(zip(questions[name], responses))[:3]]
+      result.update(letter_counts(questions[name], responses))
     result['seconds'] = round(time.perf_counter() - t0, 1)
     yield result
+
+
+def letter_counts(questions, responses):
+  """{letters: {letter or '-' (none read back): count}, gold_letters: ...} over
+  the multiple-choice questions, or {} without any: a model that answers one
+  letter to everything scores that letter's share of the gold answers, which
+  only these counts tell apart from knowing the answers."""
+  mc = [(q, r) for q, r in zip(questions, responses) if q.kind == tasks.MC]
+  if not mc:
+    return {}
+  count = lambda xs: dict(sorted(collections.Counter(xs).items()))
+  return dict(letters=count(answers.letter(r, q.choices) or '-' for q, r in mc),
+              gold_letters=count(q.answer for q, _ in mc))
 
 
 def evaluate_checkpoint(ckpt, config, names, mode, limit=None, seed=0, data_dir=None,

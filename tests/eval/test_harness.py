@@ -109,3 +109,14 @@ def test_generate_batches_as_one_prompt_at_a_time(ckpt, data):
     assert response == tok.decode(alone)
   result, = harness.run(loaded, {'gsm8k': questions['gsm8k']}, 'generate', max_new_tokens=6)
   assert (result['n'], result['metric'], result['correct']) == (2, 'pass@1', 0)
+
+
+def test_letter_counts_tell_a_constant_answer_from_knowledge():
+  mc = lambda i, gold: tasks.Question(id=str(i), context='', choices=('w', 'x', 'y', 'z'),
+                                      gold='ABCD'.index(gold), prompt='', answer=gold, kind=tasks.MC)
+  qs = [mc(0, 'B'), mc(1, 'A'), mc(2, 'B'), mc(3, 'D'),
+        tasks.Question(id='n', context='', choices=(), gold=-1, prompt='', answer='4',
+                       kind=tasks.NUMBER)]
+  got = harness.letter_counts(qs, ['B.', 'B) x', 'The answer is B', 'no idea', '4'])
+  assert got == dict(letters={'-': 1, 'B': 3}, gold_letters={'A': 1, 'B': 2, 'D': 1})
+  assert harness.letter_counts(qs[4:], ['4']) == {}

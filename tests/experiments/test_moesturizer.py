@@ -75,7 +75,20 @@ def test_table_pools_seeds(tmp_path):
     (tmp_path / run / 'benchmarks.0.jsonl').write_text(json.dumps(dict(
         task='arc_easy', mode='generate', n=4, accuracy=acc, ci95=[0.1, 0.9])) + '\n')
   text = table.table(str(tmp_path))
-  assert '| base | 50.0 [10, 90] |' in text and '| sft | 50.0 (25.0-75.0, 2 seeds) |' in text
+  assert '| base | 50.0 [10, 90] | not recorded |' in text
+  assert '| sft | 50.0 (25.0-75.0, 2 seeds) | not recorded |' in text
+
+
+def test_table_shows_the_answer_letters(tmp_path):
+  for run, letters in (('base', {'A': 1, 'B': 1, 'C': 2}), ('sft_s0', {'B': 4})):
+    os.makedirs(tmp_path / run)
+    (tmp_path / run / 'benchmarks.0.jsonl').write_text(json.dumps(dict(
+        task='arc_easy', mode='generate', n=4, accuracy=0.25, ci95=[0.1, 0.9], letters=letters,
+        gold_letters={'A': 2, 'B': 1, 'D': 1})) + '\n')
+  text = table.table(str(tmp_path))
+  assert '| base | 25.0 [10, 90] | A 25 / B 25 / C 50 |' in text
+  assert '| sft | 25.0 [10, 90] | B 100 |' in text
+  assert 'gold letters of the questions (% of MC questions): A 50 / B 25 / D 25' in text
 
 
 def test_small_grid_end_to_end(tmp_path):   # 4 runs, 10 processes: ~50 s of CPU

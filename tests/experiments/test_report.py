@@ -1,6 +1,7 @@
 """The report from files alone: partial and missing runs, parents' tokens,
 sorting, and the plots (synthetic workdirs, no training)."""
 import json
+import shutil
 import os
 import time
 
@@ -112,3 +113,22 @@ def test_a_directory_of_plain_workdirs(tmp_path):
   assert [r['name'] for r in report.load_runs(str(tmp_path))] == ['a', 'b']
   with pytest.raises(ConfigError, match='is not a directory'):
     report.load_runs(str(tmp_path / 'nowhere'))
+
+
+def test_results_file_rebuilds_the_table_and_plots_alone(sweep_dir, tmp_path):
+  text = report.write(sweep_dir, by=['config.moe.num_experts'])
+  path = os.path.join(sweep_dir, 'results.json')
+  runs, extra = report.read_results(path)
+  assert extra == {'metric': 'val_loss', 'by': ['config.moe.num_experts']}
+  grown = {r['name']: r for r in runs}['grown']
+  assert grown['final_val_loss'] == 3.75 and grown['final_loss'] is not None
+  assert len(grown['config_hash']) == 16 and grown['upcycle_jump'] == 0.25
+  table = report.from_results(path)
+  assert table in text
+  shutil.rmtree(os.path.join(sweep_dir, 'grown'))   # the runs themselves are not needed
+  out = str(tmp_path / 'again')
+  assert report.rebuild(path) == table
+  assert table in report.rebuild(path, out)
+  assert sorted(os.listdir(os.path.join(out, 'plots'))) == ['load_grown.png', 'loss.png']
+  with pytest.raises(ConfigError, match='is not a file'):
+    report.read_results(str(tmp_path / 'none.json'))

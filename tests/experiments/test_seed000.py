@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from experiments.seed000 import table3, table4, table5, table8
+from experiments.seed000 import report as seed000_report, table3, table4, table5, table8
 from tests.experiments import runs
 
 
@@ -21,6 +21,8 @@ def _report(table, workdir, cache, arg='small'):
                             f'--workdir={workdir}', f'--arg={arg}', cache_dir=cache)
   assert code == 0, err
   assert os.path.exists(os.path.join(workdir, 'plots', f'table{table}.png'))
+  # The results file alone rebuilds the table (the same code, other input).
+  assert seed000_report.from_results(os.path.join(workdir, f'table{table}.json')) in out
   return out
 
 
@@ -71,8 +73,15 @@ def test_quickstart_small(tmp_path, jax_cache):
   assert code == 0, out + err
   for label in ('Fixed-E', 'Upcycled E->2E', 'Fixed-2E', 'sparse dense->2E', 'unigram'):
     assert any(line.strip().startswith(label) for line in out.splitlines()), out
-  assert 'paired gap' in out and 'eta' in out and 'x Fixed-2E' in out
+  assert 'paired differences' in out and 'eta' in out and 'x Fixed-2E' in out
+  assert 'one seed: no interval' in out
   assert os.path.exists(os.path.join(workdir, 'quickstart.png'))
   with open(os.path.join(workdir, 'quickstart.json')) as f:
     summary = json.load(f)
   assert all(len(v) == 1 and v[0] is not None for v in summary['losses'].values())
+  # the saved file alone rebuilds what was printed
+  code, again, err = runs.run('experiments.quickstart',
+                              f'--results={os.path.join(workdir, "quickstart.json")}',
+                              cache_dir=jax_cache)
+  assert code == 0, err
+  assert again.strip() in out

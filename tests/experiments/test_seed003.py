@@ -1,6 +1,7 @@
 """Seed 003's studies (experiments/seed003): the sweeps plan and share runs,
 the budgets add up, and `all.py:small` runs end to end into a report with
 the rows of its studies (CI: one grown run; the whole sweep is slow)."""
+import math
 import os
 
 import pytest
@@ -94,6 +95,9 @@ def test_small_sweep_end_to_end(only, tmp_path, jax_cache, monkeypatch):
   sections = [s.split('\n', 1)[0] for s in text.split('\n## ')[1:]]
   assert any(s.startswith('Immediate retention') for s in sections), sections
   assert os.path.getsize(os.path.join(workdir, 'plots', 'seed003_retention.png')) > 0
+  # The results file alone rebuilds the report's sections (checkpoints not read).
+  rebuilt = seed_report.rebuild(os.path.join(workdir, 'seed003.json'))
+  assert rebuilt and rebuilt in text
   if only == 'post_interpose@4':
     return
   # Every study's table has its rows, with a final loss in each.
@@ -109,3 +113,13 @@ def test_small_sweep_end_to_end(only, tmp_path, jax_cache, monkeypatch):
   assert all((r['drift'] > 0) == (r['alpha'] > 0) for r in width)
   for png in ('depth', 'width', 'sunk_additional', 'sunk_total', 'norms'):
     assert os.path.getsize(os.path.join(workdir, 'plots', f'seed003_{png}.png')) > 0
+
+
+def test_sunk_cost_correlation_has_its_interval():
+  rows = [dict(sunk=float(i), final=v) for i, v in enumerate([3, 1, 2, 0.5, 0.7, 0.2])]
+  got = analysis.correlation(rows)
+  lo, hi = got['spearman_ci95']
+  assert got['n'] == 6 and lo < got['spearman'] < hi < 0
+  perfect = analysis.correlation([dict(sunk=float(i), final=-i) for i in range(6)])
+  assert perfect['spearman'] == pytest.approx(-1) and math.isnan(perfect['spearman_ci95'][0])
+  assert analysis.correlation(rows[:2]) is None

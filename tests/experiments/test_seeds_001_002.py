@@ -126,6 +126,8 @@ def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch)
       _number(row[2])
   pngs = os.listdir(os.path.join(workdir, 'plots'))
   assert len([p for p in pngs if p.startswith('seed002_')]) == 2
+  # The results file alone rebuilds every section (the fits are seeded).
+  assert seed002_report.rebuild(os.path.join(workdir, f'seed002_{study}.json')) in text
 
 
 def test_seed001_small_sweeps_end_to_end(tmp_path, jax_cache, monkeypatch):
@@ -133,10 +135,31 @@ def test_seed001_small_sweeps_end_to_end(tmp_path, jax_cache, monkeypatch):
   # one launch runs both studies' runs, each report reads its own.
   monkeypatch.chdir(runs.REPO)
   workdir = _launch(tmp_path, 'experiments/seed001/all.py:small', jax_cache)
-  rows = {row[0]: row for row in _cells(seed001_report.write('schedule', workdir, batches=1))}
+  texts = {study: seed001_report.write(study, workdir, batches=1)
+           for study in ('schedule', 'routing')}
+  rows = {row[0]: row for row in _cells(texts['schedule'])}
   for name in ('up_single', 'up_three_phase'):
     _number(rows[name][1])
-  rows = _cells(seed001_report.write('routing', workdir, batches=1))
+  rows = _cells(texts['routing'])
   for name in ('up_single', 'scratch'):
     assert any(row[:2] == [name, 'layers_1'] and _number(row[2]) >= 0 for row in rows), name
   assert os.path.exists(os.path.join(workdir, 'plots', 'routing_scratch.json'))
+  # Both reports rebuild from their results files alone (no checkpoint read).
+  for study, text in texts.items():
+    assert seed001_report.rebuild(os.path.join(workdir, f'seed001_{study}.json')) in text
+
+
+def test_dstar_bootstrap_pairs_the_draws():
+  moe, up = fits.TABLE2['moe'], fits.TABLE2['upcycled']
+  n1s = [1e9, 1e10]
+  point = {n: fits.dstar.solve(moe, up, n, 1e3, 1e16)[0] for n in n1s}
+  laws = {'moe': {'draws': [moe] * 3}, 'upcycled': {'draws': [up] * 3}}
+  got = fits.dstar_bootstrap(laws, n1s, hi=1e16)
+  none = fits.dstar_bootstrap(laws, [1e8], hi=1e16)   # these laws never cross at 1e8
+  assert none['by_n1'][1e8] == dict(lo=None, hi=None, crossed=0.0) and none['falls'] is None
+  for n in n1s:   # identical draws: the interval is the point
+    assert got['by_n1'][n] == dict(lo=pytest.approx(point[n]), hi=pytest.approx(point[n]),
+                                   crossed=1.0)
+  assert got['n'] == got['n_both'] == 3
+  assert got["falls"] == float(point[1e10] < point[1e9])
+  assert fits.dstar_bootstrap({'moe': {'draws': [moe]}}, n1s) is None
