@@ -76,7 +76,7 @@ def _lineage_prints_the_chain_back_to_the_root(dense, moe, x2):
   assert out['problems'] == [] and out['step'] == 3
   stages = out['stages']
   assert [s['workdir'] for s in stages] == [dense, moe, x2, x2]
-  assert [s['how'].split()[0] for s in stages] == ['scratch,', 'upcycle', 'init_from', 'in-run']
+  assert [s['how'].split()[0] for s in stages] == ['scratch,', 'upcycle', 'fine-tune', 'in-run']
   assert [(s['start_step'], s['end_step'], s['tokens']) for s in stages] == [
       (0, 2, _TOKENS), (0, 2, _TOKENS), (0, 1, _TOKENS // 2), (1, 3, _TOKENS)]
   assert stages[-1]['tokens_total'] == 3.5 * _TOKENS
