@@ -108,7 +108,9 @@ for name in RUNS:
 for a in (ax, zoom):
   a.axvline(tau, color='k', ls=':', lw=1)
   a.set(xlabel='step', ylabel='loss (nats/byte)')
-zoom.set(xlim=(tau * 0.8, STEPS), title=f'from step {int(tau * 0.8)}; tau = {tau} dotted')
+ax.set(yscale='log', ylabel='loss (nats/byte, log scale)',
+       title='training (lines) and validation (dots) loss, whole run')
+zoom.set(xlim=(tau * 0.8, STEPS), title=f'zoomed from step {int(tau * 0.8)}; tau = {tau} dotted')
 zoom.set_ylim(min(v['val_loss'] for v in final.values()) - 0.1,
               max(v['val_loss'] for v in final.values()) + 0.3)
 ax.legend(fontsize=7)

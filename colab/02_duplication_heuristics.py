@@ -141,6 +141,8 @@ for i, metric in enumerate(METRICS):
     ax.set(title=f'{metric} · {layer}', xticks=range(len(s)), ylim=(0, 1))
     ax.title.set_fontsize(9)
 fig.supxlabel('source expert')
+fig.supylabel("share of the layer's utility (xN: its replicas)")
+fig.suptitle('utility scores and replica counts per metric and layer')
 fig.tight_layout()
 plt.show()
 for metric in METRICS:
@@ -162,12 +164,14 @@ for name in variants:
   curves.plot([m['step'] for m in rows if 'loss' in m], [m['loss'] for m in rows if 'loss' in m],
               lw=1, label=name)
 curves.axhline(float(src_last['val_loss']), color='k', ls=':', lw=1, label='source val_loss')
-curves.set(xlabel='CPT step', ylabel='training loss', title='continued pre-training')
+curves.set(xlabel='CPT step', ylabel='training loss (nats/byte, log scale)', yscale='log',
+           title='continued pre-training')
 curves.legend(fontsize=7)
 loss = {name: float(final[name]['val_loss']) for name in variants}
 bars.bar(list(loss), list(loss))
 bars.set(ylim=(min(loss.values()) - 0.05, max(loss.values()) + 0.05),
-         ylabel='validation loss after CPT')
+         xlabel='how the new experts were chosen', ylabel='validation loss (nats/byte)',
+         title='validation loss after CPT (zoomed)')
 bars.tick_params(axis='x', rotation=30)
 fig.tight_layout()
 plt.show()

@@ -114,8 +114,9 @@ fig, (cv_ax, dead_ax) = plt.subplots(1, 2, figsize=(12, 3))
 for layer in moe_layers:
   cv_ax.plot(steps, [m[f'moe/{layer}/cv'] for m in rows], label=layer)
   dead_ax.plot(steps, [m[f'moe/{layer}/dead'] for m in rows], label=layer)
-cv_ax.set(xlabel='step', ylabel='load CV')
-dead_ax.set(xlabel='step', ylabel='dead experts in the batch')
+cv_ax.set(xlabel='step', ylabel='load CV (std / mean of expert loads)',
+          title='load imbalance per MoE layer')
+dead_ax.set(xlabel='step', ylabel='dead experts in the batch', title='experts given no token')
 cv_ax.legend()
 fig.tight_layout()
 plt.show()
@@ -192,7 +193,7 @@ for ax, layer in zip(axes[0], moe_layers):
   share_CE = np.array([np.bincount(idx_Tk[types == t].ravel(), minlength=E) for t in TYPES], float)
   share_CE /= share_CE.sum(1, keepdims=True)
   im = ax.imshow(share_CE, cmap='magma', vmin=0)
-  ax.set(title=f'{layer}: P(expert | token type)', xlabel='expert',
+  ax.set(title=f'{layer}: P(expert | token type)', xlabel='expert', ylabel='token type',
          yticks=range(len(TYPES)), yticklabels=TYPES)
   fig.colorbar(im, ax=ax)
   for t, row in zip(TYPES, share_CE):

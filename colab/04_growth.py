@@ -118,9 +118,11 @@ for name, up in growths.items():
 
 fig, (jump_ax, diff_ax) = plt.subplots(1, 2, figsize=(11, 3.5))
 jump_ax.bar(list(reports), [r['loss_after'] - r['loss_before'] for r in reports.values()])
-jump_ax.set(ylabel='loss after - before growth')
+jump_ax.set(xlabel='growth', ylabel='loss after - before (nats/byte)',
+            title='loss jump at growth (0: function-preserving)')
 diff_ax.bar(list(reports), [max(r['max_abs_dlogits'], 1e-12) for r in reports.values()])
-diff_ax.set(yscale='log', ylabel='max |delta logits|')
+diff_ax.set(yscale='log', xlabel='growth', ylabel='max |delta logits| (log scale)',
+            title='largest change of any logit')
 fig.tight_layout()
 plt.show()
 
@@ -146,7 +148,8 @@ for name in cpt:
   ax.plot([m['step'] for m in rows if 'val_loss' in m],
           [m['val_loss'] for m in rows if 'val_loss' in m], 'o--', ms=4, color=line.get_color())
 ax.axhline(float(src_last['val_loss']), color='k', ls=':', lw=1, label='source val_loss')
-ax.set(xlabel='step after growth', ylabel='loss (nats/byte)')
+ax.set(xlabel='step after growth', ylabel='loss (nats/byte, log scale)', yscale='log',
+       title='training (lines) and validation (dots) loss after growth')
 ax.legend(fontsize=7)
 fig.tight_layout()
 plt.show()
