@@ -105,3 +105,10 @@ def test_a_restated_config_of_another_shape_points_to_the_workdir_form(tmp_path)
   with pytest.raises(ConfigError, match=r'moe.num_experts: workdir 4 vs requested 8.*continue it '
                      r'from its own config.json with python -m moe_jax.main --workdir='):
     files.check_compatible(config, workdir)
+
+
+def test_help_says_where_the_config_keys_are_and_the_no_config_form():
+  proc = _main('--help')
+  text = ' '.join(proc.stdout.split())
+  assert 'configs/common.py' in text and '--config.KEY=VALUE' in text
+  assert 'python -m moe_jax.main --workdir=DIR [--config.KEY=VALUE ...]' in text
