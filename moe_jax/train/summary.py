@@ -3,6 +3,9 @@ for how long, and where it writes. A run that says so up front is one whose
 wrong config is caught before it has cost an hour."""
 import os
 
+# The first word of each line, so a reader can tell them from the rest.
+LABELS = ('model', 'grows', 'tokens', 'devices', 'steps', 'writes')
+
 
 def _num(x):
   for unit, scale in (('B', 1e9), ('M', 1e6), ('K', 1e3)):

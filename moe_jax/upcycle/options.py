@@ -34,8 +34,9 @@ def _run(workdir):
 
 def source(ckpt, tokens=None):
   """dict(workdir, step, model, tokens, tokens_per_step, seconds_per_step,
-  devices, val_loss, val_step: its last measured val_loss) of the checkpoint at CKPT. `tokens` overrides the tokens seen
-  (an import whose training is not recorded)."""
+  devices, val_loss and val_step: its last measured val_loss) of the
+  checkpoint at CKPT. `tokens` overrides the tokens seen (an import whose
+  training is not recorded)."""
   workdir, _ = lineage.locate(ckpt)
   record, step = lineage.at_checkpoint(ckpt)
   if step is None:

@@ -353,7 +353,8 @@ def rows(record, step=None):
         stage=i, workdir=s['workdir'], start_step=s['start_step'], end_step=end,
         tokens=tokens, tokens_total=s['tokens_before'] + tokens if known else None,
         model=describe(model), params=model.get('params'), active=model.get('params_active'),
-        how=_how(s), origin=(s.get('origin') or {}).get('how'), loss_before=report.get('loss_before'), loss_after=report.get('loss_after'),
+        how=_how(s), origin=(s.get('origin') or {}).get('how'),
+        loss_before=report.get('loss_before'), loss_after=report.get('loss_after'),
         max_abs_dlogits=report.get('max_abs_dlogits'),
         val_loss=_val_loss(s['workdir'], s['start_step'], end - in_run)))
   return out
