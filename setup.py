@@ -5,6 +5,7 @@ setuptools.setup(
     name='moe_jax',
     version='0.1.0',
     description='Mixture-of-Experts language models in JAX/Flax, and upcycling.',
+    license='Apache-2.0',
     packages=setuptools.find_packages(include=['moe_jax', 'moe_jax.*', 'configs', 'configs.*',
                                                'experiments', 'experiments.*']),
     python_requires='>=3.11',

@@ -25,13 +25,34 @@
 # runs the same comparison over 3 seeds at 1500 steps from the command line.
 
 # %%
-# Colab: install the package (this repository) first; elsewhere use the installed one.
+# Where moe_jax comes from. Opened from a checkout (this notebook in its
+# colab/ folder: a local clone, or one copied to a mounted Google Drive), the
+# checkout is used as it is. Opened alone (uploaded to Colab), set REPO_URL to
+# a copy of moe_jax you trust (a git URL pip accepts) or install it yourself.
+REPO_URL = ''  # <- SET ME only when this notebook is not inside a moe_jax checkout
+import os
 import subprocess
 import sys
 
-REPO_URL = 'https://github.com/moe-jax/moe_jax'
-if 'google.colab' in sys.modules:
+_here = os.path.abspath(os.getcwd())
+_places = [_here] + [os.path.dirname(_here)] + [
+    os.path.join(d, 'moe_jax') for d in ('/content', '/content/drive/MyDrive')]
+ROOT = next((d for d in _places if os.path.isfile(os.path.join(d, 'setup.py')) and
+             os.path.isdir(os.path.join(d, 'moe_jax', 'train'))), None)
+if ROOT:
+  if 'google.colab' in sys.modules:   # Colab lacks some dependencies: install the checkout
+    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '-e', ROOT], check=True)
+  sys.path.insert(0, ROOT)
+  os.chdir(ROOT)   # configs/ and experiments/ paths are relative to the checkout
+elif REPO_URL:
   subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', f'git+{REPO_URL}'], check=True)
+else:
+  try:
+    import moe_jax  # pylint: disable=unused-import
+  except ImportError:
+    raise RuntimeError(f'no moe_jax checkout in {_here} or its parent, in /content or on Drive, '
+                       'and moe_jax is not installed: open this notebook from a checkout, or '
+                       'set REPO_URL in this cell') from None
 
 # %% tags=["parameters"]
 STEPS = 200      # steps of every run; the upcycled run grows at STEPS/2
@@ -87,7 +108,9 @@ for name in RUNS:
 for a in (ax, zoom):
   a.axvline(tau, color='k', ls=':', lw=1)
   a.set(xlabel='step', ylabel='loss (nats/byte)')
-zoom.set(xlim=(tau * 0.8, STEPS), title=f'from step {int(tau * 0.8)}; tau = {tau} dotted')
+ax.set(yscale='log', ylabel='loss (nats/byte, log scale)',
+       title='training (lines) and validation (dots) loss, whole run')
+zoom.set(xlim=(tau * 0.8, STEPS), title=f'zoomed from step {int(tau * 0.8)}; tau = {tau} dotted')
 zoom.set_ylim(min(v['val_loss'] for v in final.values()) - 0.1,
               max(v['val_loss'] for v in final.values()) + 0.3)
 ax.legend(fontsize=7)

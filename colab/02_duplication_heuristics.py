@@ -36,13 +36,34 @@
 # are needed for a finding (seed 000 reports differences of ~1e-3 nats).
 
 # %%
-# Colab: install the package (this repository) first; elsewhere use the installed one.
+# Where moe_jax comes from. Opened from a checkout (this notebook in its
+# colab/ folder: a local clone, or one copied to a mounted Google Drive), the
+# checkout is used as it is. Opened alone (uploaded to Colab), set REPO_URL to
+# a copy of moe_jax you trust (a git URL pip accepts) or install it yourself.
+REPO_URL = ''  # <- SET ME only when this notebook is not inside a moe_jax checkout
+import os
 import subprocess
 import sys
 
-REPO_URL = 'https://github.com/moe-jax/moe_jax'
-if 'google.colab' in sys.modules:
+_here = os.path.abspath(os.getcwd())
+_places = [_here] + [os.path.dirname(_here)] + [
+    os.path.join(d, 'moe_jax') for d in ('/content', '/content/drive/MyDrive')]
+ROOT = next((d for d in _places if os.path.isfile(os.path.join(d, 'setup.py')) and
+             os.path.isdir(os.path.join(d, 'moe_jax', 'train'))), None)
+if ROOT:
+  if 'google.colab' in sys.modules:   # Colab lacks some dependencies: install the checkout
+    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '-e', ROOT], check=True)
+  sys.path.insert(0, ROOT)
+  os.chdir(ROOT)   # configs/ and experiments/ paths are relative to the checkout
+elif REPO_URL:
   subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', f'git+{REPO_URL}'], check=True)
+else:
+  try:
+    import moe_jax  # pylint: disable=unused-import
+  except ImportError:
+    raise RuntimeError(f'no moe_jax checkout in {_here} or its parent, in /content or on Drive, '
+                       'and moe_jax is not installed: open this notebook from a checkout, or '
+                       'set REPO_URL in this cell') from None
 
 # %% tags=["parameters"]
 STEPS = 100           # source run (E=4)
@@ -120,6 +141,8 @@ for i, metric in enumerate(METRICS):
     ax.set(title=f'{metric} · {layer}', xticks=range(len(s)), ylim=(0, 1))
     ax.title.set_fontsize(9)
 fig.supxlabel('source expert')
+fig.supylabel("share of the layer's utility (xN: its replicas)")
+fig.suptitle('utility scores and replica counts per metric and layer')
 fig.tight_layout()
 plt.show()
 for metric in METRICS:
@@ -141,12 +164,14 @@ for name in variants:
   curves.plot([m['step'] for m in rows if 'loss' in m], [m['loss'] for m in rows if 'loss' in m],
               lw=1, label=name)
 curves.axhline(float(src_last['val_loss']), color='k', ls=':', lw=1, label='source val_loss')
-curves.set(xlabel='CPT step', ylabel='training loss', title='continued pre-training')
+curves.set(xlabel='CPT step', ylabel='training loss (nats/byte, log scale)', yscale='log',
+           title='continued pre-training')
 curves.legend(fontsize=7)
 loss = {name: float(final[name]['val_loss']) for name in variants}
 bars.bar(list(loss), list(loss))
 bars.set(ylim=(min(loss.values()) - 0.05, max(loss.values()) + 0.05),
-         ylabel='validation loss after CPT')
+         xlabel='how the new experts were chosen', ylabel='validation loss (nats/byte)',
+         title='validation loss after CPT (zoomed)')
 bars.tick_params(axis='x', rotation=30)
 fig.tight_layout()
 plt.show()

@@ -27,13 +27,34 @@
 # has the time measured on this project's CPU machine).
 
 # %%
-# Colab: install the package (this repository) first; elsewhere use the installed one.
+# Where moe_jax comes from. Opened from a checkout (this notebook in its
+# colab/ folder: a local clone, or one copied to a mounted Google Drive), the
+# checkout is used as it is. Opened alone (uploaded to Colab), set REPO_URL to
+# a copy of moe_jax you trust (a git URL pip accepts) or install it yourself.
+REPO_URL = ''  # <- SET ME only when this notebook is not inside a moe_jax checkout
+import os
 import subprocess
 import sys
 
-REPO_URL = 'https://github.com/moe-jax/moe_jax'
-if 'google.colab' in sys.modules:
+_here = os.path.abspath(os.getcwd())
+_places = [_here] + [os.path.dirname(_here)] + [
+    os.path.join(d, 'moe_jax') for d in ('/content', '/content/drive/MyDrive')]
+ROOT = next((d for d in _places if os.path.isfile(os.path.join(d, 'setup.py')) and
+             os.path.isdir(os.path.join(d, 'moe_jax', 'train'))), None)
+if ROOT:
+  if 'google.colab' in sys.modules:   # Colab lacks some dependencies: install the checkout
+    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '-e', ROOT], check=True)
+  sys.path.insert(0, ROOT)
+  os.chdir(ROOT)   # configs/ and experiments/ paths are relative to the checkout
+elif REPO_URL:
   subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', f'git+{REPO_URL}'], check=True)
+else:
+  try:
+    import moe_jax  # pylint: disable=unused-import
+  except ImportError:
+    raise RuntimeError(f'no moe_jax checkout in {_here} or its parent, in /content or on Drive, '
+                       'and moe_jax is not installed: open this notebook from a checkout, or '
+                       'set REPO_URL in this cell') from None
 
 # %% tags=["parameters"]
 STEPS = 200
@@ -93,8 +114,9 @@ fig, (cv_ax, dead_ax) = plt.subplots(1, 2, figsize=(12, 3))
 for layer in moe_layers:
   cv_ax.plot(steps, [m[f'moe/{layer}/cv'] for m in rows], label=layer)
   dead_ax.plot(steps, [m[f'moe/{layer}/dead'] for m in rows], label=layer)
-cv_ax.set(xlabel='step', ylabel='load CV')
-dead_ax.set(xlabel='step', ylabel='dead experts in the batch')
+cv_ax.set(xlabel='step', ylabel='load CV (std / mean of expert loads)',
+          title='load imbalance per MoE layer')
+dead_ax.set(xlabel='step', ylabel='dead experts in the batch', title='experts given no token')
 cv_ax.legend()
 fig.tight_layout()
 plt.show()
@@ -171,7 +193,7 @@ for ax, layer in zip(axes[0], moe_layers):
   share_CE = np.array([np.bincount(idx_Tk[types == t].ravel(), minlength=E) for t in TYPES], float)
   share_CE /= share_CE.sum(1, keepdims=True)
   im = ax.imshow(share_CE, cmap='magma', vmin=0)
-  ax.set(title=f'{layer}: P(expert | token type)', xlabel='expert',
+  ax.set(title=f'{layer}: P(expert | token type)', xlabel='expert', ylabel='token type',
          yticks=range(len(TYPES)), yticklabels=TYPES)
   fig.colorbar(im, ax=ax)
   for t, row in zip(TYPES, share_CE):

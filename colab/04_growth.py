@@ -31,13 +31,34 @@
 # machine).
 
 # %%
-# Colab: install the package (this repository) first; elsewhere use the installed one.
+# Where moe_jax comes from. Opened from a checkout (this notebook in its
+# colab/ folder: a local clone, or one copied to a mounted Google Drive), the
+# checkout is used as it is. Opened alone (uploaded to Colab), set REPO_URL to
+# a copy of moe_jax you trust (a git URL pip accepts) or install it yourself.
+REPO_URL = ''  # <- SET ME only when this notebook is not inside a moe_jax checkout
+import os
 import subprocess
 import sys
 
-REPO_URL = 'https://github.com/moe-jax/moe_jax'
-if 'google.colab' in sys.modules:
+_here = os.path.abspath(os.getcwd())
+_places = [_here] + [os.path.dirname(_here)] + [
+    os.path.join(d, 'moe_jax') for d in ('/content', '/content/drive/MyDrive')]
+ROOT = next((d for d in _places if os.path.isfile(os.path.join(d, 'setup.py')) and
+             os.path.isdir(os.path.join(d, 'moe_jax', 'train'))), None)
+if ROOT:
+  if 'google.colab' in sys.modules:   # Colab lacks some dependencies: install the checkout
+    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '-e', ROOT], check=True)
+  sys.path.insert(0, ROOT)
+  os.chdir(ROOT)   # configs/ and experiments/ paths are relative to the checkout
+elif REPO_URL:
   subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', f'git+{REPO_URL}'], check=True)
+else:
+  try:
+    import moe_jax  # pylint: disable=unused-import
+  except ImportError:
+    raise RuntimeError(f'no moe_jax checkout in {_here} or its parent, in /content or on Drive, '
+                       'and moe_jax is not installed: open this notebook from a checkout, or '
+                       'set REPO_URL in this cell') from None
 
 # %% tags=["parameters"]
 STEPS = 100       # source run
@@ -97,9 +118,11 @@ for name, up in growths.items():
 
 fig, (jump_ax, diff_ax) = plt.subplots(1, 2, figsize=(11, 3.5))
 jump_ax.bar(list(reports), [r['loss_after'] - r['loss_before'] for r in reports.values()])
-jump_ax.set(ylabel='loss after - before growth')
+jump_ax.set(xlabel='growth', ylabel='loss after - before (nats/byte)',
+            title='loss jump at growth (0: function-preserving)')
 diff_ax.bar(list(reports), [max(r['max_abs_dlogits'], 1e-12) for r in reports.values()])
-diff_ax.set(yscale='log', ylabel='max |delta logits|')
+diff_ax.set(yscale='log', xlabel='growth', ylabel='max |delta logits| (log scale)',
+            title='largest change of any logit')
 fig.tight_layout()
 plt.show()
 
@@ -125,7 +148,8 @@ for name in cpt:
   ax.plot([m['step'] for m in rows if 'val_loss' in m],
           [m['val_loss'] for m in rows if 'val_loss' in m], 'o--', ms=4, color=line.get_color())
 ax.axhline(float(src_last['val_loss']), color='k', ls=':', lw=1, label='source val_loss')
-ax.set(xlabel='step after growth', ylabel='loss (nats/byte)')
+ax.set(xlabel='step after growth', ylabel='loss (nats/byte, log scale)', yscale='log',
+       title='training (lines) and validation (dots) loss after growth')
 ax.legend(fontsize=7)
 fig.tight_layout()
 plt.show()

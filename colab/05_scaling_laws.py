@@ -26,13 +26,34 @@
 # (the leave-one-out refits take most of it).
 
 # %%
-# Colab: install the package (this repository) first; elsewhere use the installed one.
+# Where moe_jax comes from. Opened from a checkout (this notebook in its
+# colab/ folder: a local clone, or one copied to a mounted Google Drive), the
+# checkout is used as it is. Opened alone (uploaded to Colab), set REPO_URL to
+# a copy of moe_jax you trust (a git URL pip accepts) or install it yourself.
+REPO_URL = ''  # <- SET ME only when this notebook is not inside a moe_jax checkout
+import os
 import subprocess
 import sys
 
-REPO_URL = 'https://github.com/moe-jax/moe_jax'
-if 'google.colab' in sys.modules:
+_here = os.path.abspath(os.getcwd())
+_places = [_here] + [os.path.dirname(_here)] + [
+    os.path.join(d, 'moe_jax') for d in ('/content', '/content/drive/MyDrive')]
+ROOT = next((d for d in _places if os.path.isfile(os.path.join(d, 'setup.py')) and
+             os.path.isdir(os.path.join(d, 'moe_jax', 'train'))), None)
+if ROOT:
+  if 'google.colab' in sys.modules:   # Colab lacks some dependencies: install the checkout
+    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '-e', ROOT], check=True)
+  sys.path.insert(0, ROOT)
+  os.chdir(ROOT)   # configs/ and experiments/ paths are relative to the checkout
+elif REPO_URL:
   subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', f'git+{REPO_URL}'], check=True)
+else:
+  try:
+    import moe_jax  # pylint: disable=unused-import
+  except ImportError:
+    raise RuntimeError(f'no moe_jax checkout in {_here} or its parent, in /content or on Drive, '
+                       'and moe_jax is not installed: open this notebook from a checkout, or '
+                       'set REPO_URL in this cell') from None
 
 # %% tags=["parameters"]
 RUNS_TABLE = ''       # your runs (CSV / JSONL); '' draws synthetic ones from Table 2
@@ -119,7 +140,8 @@ ax.plot(taus, [c['C_up'] for c in curve], label='upcycled (C_up)')
 ax.plot(taus, [c['C_up_sunk'] for c in curve], label='upcycled, E checkpoint sunk')
 ax.axhline(fig2['C_fs'], color='k', ls='--', lw=1, label='Fixed-2E from scratch')
 ax.axhline(fig2['C_fixed_E'], color='gray', ls=':', lw=1, label='Fixed-E')
-ax.set(xlabel='tau / T', ylabel='GPU hours')
+ax.set(xlabel='tau / T (transition step over total steps)', ylabel='GPU hours',
+       title="seed 000's cost model (eqs. 1-2) against tau")
 ax.legend(fontsize=7)
 fig.tight_layout()
 fig.savefig(os.path.join(OUT, 'cost.png'), dpi=100)

@@ -24,12 +24,26 @@ def save(fig, path):
   os.replace(tmp, path)
 
 
+def _zoom(values, steps, last):
+  """y-limits that hold `values` logged at steps >= `last` (the runs' second
+  half), with a margin: where close runs separate."""
+  tail = [v for x, v in zip(steps, values) if x >= last and np.isfinite(v)]
+  if not tail:
+    return None
+  lo, hi = min(tail), max(tail)
+  pad = max((hi - lo) * 0.1, 1e-3)
+  return lo - pad, hi + pad
+
+
 def loss_curves(runs, metric, path):
-  """Training loss (thin) and `metric` (markers) of every run on one axis. A run
-  grown from another run's checkpoint starts at that checkpoint's step (a
-  dashed line there); an in-run transition at tau is a dotted line."""
+  """Training loss (thin) and `metric` (markers) of every run: on the left
+  over the whole run with a log y-axis, on the right the second half zoomed
+  to its own range, where runs that end close apart separate. A run grown from
+  another run's checkpoint starts at that checkpoint's step (a dashed line
+  there); an in-run transition at tau is a dotted line."""
   plt = pyplot()
-  fig, ax = plt.subplots(figsize=(8, 5))
+  fig, (full, zoom) = plt.subplots(1, 2, figsize=(12, 5))
+  xs, ys, end = [], [], 0
   for i, r in enumerate(runs):
     if not r['metrics']:   # not started yet
       continue
@@ -37,18 +51,32 @@ def loss_curves(runs, metric, path):
     x0 = r['start_step']
     train = [(row['step'] + x0, row['loss']) for row in r['metrics'] if 'loss' in row]
     val = [(row['step'] + x0, row[metric]) for row in r['metrics'] if metric in row]
-    if train:
-      ax.plot(*zip(*train), color=color, lw=0.8, alpha=0.6)
-    ax.plot(*(zip(*val) if val else ([], [])), 'o-', color=color, ms=3, label=r['name'])
-    if x0:
-      ax.axvline(x0, color=color, ls='--', lw=0.8)
-    tau = (r['config'] or {}).get('upcycle', {}).get('step', 0)
-    if tau:
-      ax.axvline(x0 + tau, color=color, ls=':', lw=1.2)
-  ax.set(xlabel='step (a grown run starts at the step it grew from)',
-         ylabel='loss (nats/token)', title=f'training loss (thin) and {metric} (dots)')
+    for ax in (full, zoom):
+      if train:
+        ax.plot(*zip(*train), color=color, lw=0.8, alpha=0.6)
+      ax.plot(*(zip(*val) if val else ([], [])), 'o-', color=color, ms=3, label=r['name'])
+      if x0:
+        ax.axvline(x0, color=color, ls='--', lw=0.8)
+      tau = (r['config'] or {}).get('upcycle', {}).get('step', 0)
+      if tau:
+        ax.axvline(x0 + tau, color=color, ls=':', lw=1.2)
+    for x, y in train + val:
+      xs.append(x)
+      ys.append(y)
+    end = max([end] + [x for x, _ in train + val])
+  if ys and min(ys) > 0:
+    full.set_yscale('log')
+  full.set(xlabel='step (a grown run starts at the step it grew from)',
+           ylabel='loss (nats/token, log scale)',
+           title=f'training loss (thin) and {metric} (dots)')
+  limits = _zoom(ys, xs, end / 2)
+  if limits:
+    zoom.set_xlim(end / 2, end * 1.02)
+    zoom.set_ylim(*limits)
+  zoom.set(xlabel='step (second half)', ylabel='loss (nats/token)',
+           title='second half, zoomed to its range')
   if runs:
-    ax.legend(fontsize=7)
+    full.legend(fontsize=7)
   fig.tight_layout()
   save(fig, path)
   plt.close(fig)

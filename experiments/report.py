@@ -92,8 +92,10 @@ def table(runs, metric='val_loss', by=()):
   and the upcycle loss jump. With `by`, rows are sorted by those keys."""
   keys = _columns(runs, by)
   short = sweep.labels(keys)
+  unit = ' (nats/token)' if 'loss' in metric else ''
   header = (['run'] + [short[k] for k in keys] +
-            ['state', 'progress', metric, f'best {metric}', 'tokens', 'wall', 'upcycle jump'])
+            ['state', 'progress (steps)', f'{metric}{unit}', f'best {metric}{unit}', 'tokens',
+             'wall (h/m/s)', 'upcycle jump (nats)'])
   if by:
     runs = sorted(runs, key=lambda r: [_order(r['overrides'].get(k)) for k in keys])
   rows = []

@@ -104,6 +104,23 @@ def _config_file_error(error, files):
           f'{type(error).__name__}: {_one_line(error)}')
 
 
+def _unknown_key(error, argv, names):
+  """"config has no key 'topk' (--config.moe.topk=3); did you mean 'top_k'?"
+  from ml_collections' error, a KeyError wrapped in an AttributeError whose
+  str() is the repr of a repr."""
+  while error.args and isinstance(error.args[0], BaseException):
+    error = error.args[0]
+  text = str(error.args[0]) if error.args else str(error)
+  first, _, hint = text.partition('\n')
+  key = first.strip('"\'')
+  prefixes = tuple(f'--{n}.' for n in names)
+  overrides = [a for a in argv[1:] if a.startswith(prefixes)]
+  named = [a for a in overrides if a.split('=', 1)[0].split('.')[-1] == key] or overrides
+  hint = hint.split('"')
+  hint = f'; did you mean {hint[1]!r}?' if len(hint) > 2 else ''
+  return f'config has no key {key!r} ({" ".join(named)}){hint}'
+
+
 def _parse(argv, positional=()):
   names, specs, config_files = _config_flags(), {}, {}
   for name in names:
@@ -129,10 +146,7 @@ def _parse(argv, positional=()):
       raise ConfigError(message) from None
     if not isinstance(e, (AttributeError, KeyError)):
       raise
-    # ml_collections: --config.KEY not in the config.
-    overrides = ' '.join(a for a in argv[1:] if a.startswith(tuple(f'--{n}.' for n in names)))
-    key = str(e).splitlines()[0].strip('"\'')
-    raise ConfigError(f'config has no key {key!r} (overrides: {overrides})') from None
+    raise ConfigError(_unknown_key(e, argv, names)) from None
   for name in names:
     if flags.FLAGS[name].present:
       try:
@@ -189,13 +203,25 @@ def _quiet_closed_loop(unraisablehook):
 _HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull', '-helpfull')
 
 
-def _parse_flags(argv, positional=()):
+def _without_config_overrides(argv):
+  """(argv, []) when argv gives --config; else argv less its --config.KEY=VALUE
+  arguments, and those (ml_collections knows no overrides without a file)."""
+  if _flag_value(argv[1:], 'config') is not None:
+    return argv, []
+  is_override = lambda a: a.startswith(('--config.', '-config.'))
+  return [a for a in argv if not is_override(a)], [a for a in argv[1:] if is_override(a)]
+
+
+def _parse_flags(argv, positional=(), overrides_without_config=False):
   if any(a in _HELP for a in argv[1:]):   # help is no error: absl's own exits 1
     app.usage(shorthelp='--helpfull' not in argv and '-helpfull' not in argv,
               writeto_stdout=True, exitcode=0)
   logging.set_verbosity(logging.ERROR)   # ml_collections warns while loading a config
+  overrides = []
+  if overrides_without_config:
+    argv, overrides = _without_config_overrides(argv)
   try:
-    argv = _parse(argv, positional)
+    argv = _parse(argv, positional) + overrides
   except ConfigError as e:
     _exit(f'error: {_one_line(e)}', 2)
   if not flags.FLAGS['verbosity'].present:
@@ -206,9 +232,13 @@ def _parse_flags(argv, positional=()):
   return argv
 
 
-def run_app(main, positional=()):
+def run_app(main, positional=(), overrides_without_config=False):
   """absl's app.run, with flag errors (including config overrides and the
   config file itself) on one line, and --help on stdout with exit 0.
   `positional` names the arguments the command takes besides flags (main
-  gets them in argv[1:]); any other is refused."""
-  app.run(main, flags_parser=functools.partial(_parse_flags, positional=positional))
+  gets them in argv[1:]); any other is refused. With
+  `overrides_without_config`, a command line without --config hands its
+  --config.KEY=VALUE arguments to `main` after them (the trainer applies them
+  to a workdir's own config.json)."""
+  app.run(main, flags_parser=functools.partial(
+      _parse_flags, positional=positional, overrides_without_config=overrides_without_config))

@@ -21,7 +21,9 @@ from moe_jax.errors import ConfigError
 from moe_jax.eval import harness, validation
 
 _CKPT = flags.DEFINE_string('ckpt', None, 'Workdir or checkpoint step directory.')
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Config file; default: the workdir\'s.')
+_CONFIG = config_flags.DEFINE_config_file(
+    'config', None, "Config file (keys: configs/common.py, overridable as --config.KEY=VALUE); "
+    "default: the workdir's config.json.")
 _BATCHES = flags.DEFINE_integer('batches', None, 'Validation batches (0: the whole split).')
 _TASKS = flags.DEFINE_list('tasks', None, 'Benchmarks instead of the validation loss.')
 _MODE = flags.DEFINE_string('mode', harness.LOGLIK, 'loglik | generate.')

@@ -11,6 +11,10 @@ a narrower `d_ff`. With `copy` and renormalised top-k
 gates the MoE computes exactly the dense function (the report shows
 max |delta logits| ~ 1e-6). `seed` draws the fresh router (and any noise), so
 replicate runs of a study (seed 004's three seeds) start from their own router.
+`bias` (moe.use_bias: the selection-only bias of loss-free balancing) is on by
+default, as in configs/lm_moe.py:tiny, so the MoE this writes is the one that
+config describes and `expand_experts` (whose replica noise needs the bias)
+applies next; `bias=False` gives a router without it (seeds 002 and 004).
 """
 import ml_collections
 
@@ -19,12 +23,12 @@ from configs import common
 
 def get_config(arg=None):
   arg = common.parse_arg(arg, experts=8, top_k=2, every=1, d_ff=0, init='copy', noise=0.01,
-                         drop_ratio=0.5, router_init='normal', seed=0)
+                         drop_ratio=0.5, router_init='normal', seed=0, bias=True)
   up = common.upcycle()
   up.recipe, up.seed = 'dense_to_moe', arg.seed
   up.target = ml_collections.ConfigDict({'moe': dict(
       num_experts=arg.experts, top_k=arg.top_k, every=arg.every, d_ff=arg.d_ff,
-      renormalize=True)})
+      renormalize=True, use_bias=arg.bias)})
   up.args = ml_collections.ConfigDict(dict(
       expert_init=arg.init, noise=arg.noise, drop_ratio=arg.drop_ratio,
       router_init=arg.router_init))

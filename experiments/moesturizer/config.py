@@ -121,13 +121,13 @@ def get_hyper(h, arg=None):
     runs = [('sft', {'config.init_from': base})]
     for e, k in experts:
       runs.append((f'moe{e}-{k}', {
-          'upcycle.config': f'{DENSE_TO_MOE}:experts={e},top_k={k},seed={seed}',
+          'upcycle.config': f'{DENSE_TO_MOE}:experts={e},top_k={k},seed={seed},bias=False',
           'config.moe.num_experts': e, 'config.moe.top_k': k}))
     for p in dus:
       deep = len(layout.depth_map(_base_config(arg), 'dus', percent=p))
       runs.append((f'dus{p}_moe4-2', {
           'upcycle.config': (f'{GROW_DEPTH}:method=dus,percent={p} + '
-                             f'{DENSE_TO_MOE}:experts=4,top_k=2,seed={seed}'),
+                             f'{DENSE_TO_MOE}:experts=4,top_k=2,seed={seed},bias=False'),
           'config.moe.num_experts': 4, 'config.moe.top_k': 2, 'config.model.num_layers': deep}))
     for name, keys in runs:
       if 'upcycle.config' in keys:

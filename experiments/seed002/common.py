@@ -27,7 +27,7 @@ EXPERTS, TOP_K = 8, 2
 LR_DENSE, LR_MOE = 4e-3, 2e-3
 FINAL_LR_FRACTION = 0.1   # WSD decays to 10% of the peak (appendix A.5)
 DECAY = 0.2               # share of a run in the WSD decay
-UPCYCLE = f'configs/upcycle/dense_to_moe.py:experts={EXPERTS},top_k={TOP_K}'
+UPCYCLE = f'configs/upcycle/dense_to_moe.py:experts={EXPERTS},top_k={TOP_K},bias=False'
 
 
 def parse(arg, **more):

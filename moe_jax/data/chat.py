@@ -94,6 +94,18 @@ class Renderer:
     except jinja2.exceptions.TemplateError as e:
       raise ConfigError(f'the chat template failed: {e}') from e
 
+  def turn_end(self):
+    """The text the template writes right after an assistant's words (ChatML:
+    '<|im_end|>'), stripped; '' for the plain template, whose turns end with
+    the end-of-text id instead."""
+    if self._template is None:
+      return ''
+    words = 'moe_jax'
+    messages = [dict(role='user', content='hi'), dict(role='assistant', content=words)]
+    head, full = self.prompt(messages[:1]), self.render(messages)
+    tail = full[len(head):]
+    return tail[tail.find(words) + len(words):].strip() if words in tail else ''
+
   def prompt(self, messages):
     """The text a model continues to answer `messages` (ending with a user turn)."""
     return self.render(messages, add_generation_prompt=True)

@@ -12,7 +12,10 @@ prompts fills the cache (moe_jax/models/attention.py), then one jitted scan
 decodes a token per step for the whole batch. A row that has emitted
 `eos_id` keeps stepping (the scan has a fixed length) but its tokens are
 dropped. `temperature=0` is greedy (argmax); above 0 samples from
-softmax(logits / temperature).
+softmax(logits / temperature), restricted to the `top_k` most likely tokens
+(0: all) and to the smallest set whose probability reaches `top_p` (nucleus
+sampling, Holtzman et al. 2019; 1: all). `eos_id` may be several ids: a chat
+turn ends at the template's end-of-turn token or at the end-of-text one.
 """
 import functools
 import math
@@ -39,9 +42,27 @@ def left_pad(prompts, pad_id=0, length=0):
   return tokens, segment_ids, positions
 
 
-@functools.partial(jax.jit, static_argnames=('model', 'steps', 'greedy'))
-def _decode(model, params, tokens_BP, segment_ids_BP, positions_BP, rng, temperature, eos_id,
-            steps, greedy):
+def filter_logits(logits_BV, top_k=0, top_p=1.0):
+  """Logits with every token outside the top-k and outside the top-p nucleus
+  set to -inf. The nucleus keeps the most likely tokens until their summed
+  probability reaches top_p (the one that crosses it included), so the most
+  likely token always stays."""
+  if top_k and top_k < logits_BV.shape[-1]:
+    kth_B1 = jax.lax.top_k(logits_BV, top_k)[0][:, -1:]
+    logits_BV = jnp.where(logits_BV < kth_B1, -jnp.inf, logits_BV)
+  if top_p >= 1:
+    return logits_BV
+  sorted_BV = jnp.sort(logits_BV, axis=-1)[:, ::-1]
+  probs_BV = jax.nn.softmax(sorted_BV, axis=-1)
+  before_BV = jnp.cumsum(probs_BV, axis=-1) - probs_BV   # mass of the likelier tokens
+  kept = jnp.where(before_BV < top_p, sorted_BV, jnp.inf)
+  cutoff_B1 = jnp.min(kept, axis=-1, keepdims=True)
+  return jnp.where(logits_BV < cutoff_B1, -jnp.inf, logits_BV)
+
+
+@functools.partial(jax.jit, static_argnames=('model', 'steps', 'greedy', 'top_k', 'top_p'))
+def _decode(model, params, tokens_BP, segment_ids_BP, positions_BP, rng, temperature, stop_S,
+            steps, greedy, top_k, top_p):
   batch, length = tokens_BP.shape
 
   def apply(cache, tokens, segment_ids, positions):
@@ -63,8 +84,9 @@ def _decode(model, params, tokens_BP, segment_ids_BP, positions_BP, rng, tempera
     if greedy:
       token_B = jnp.argmax(logits_BV, axis=-1).astype(jnp.int32)
     else:
-      token_B = jax.random.categorical(key, logits_BV / temperature).astype(jnp.int32)
-    done_B = done_B | (token_B == eos_id)
+      token_B = jax.random.categorical(
+          key, filter_logits(logits_BV / temperature, top_k, top_p)).astype(jnp.int32)
+    done_B = done_B | jnp.any(token_B[:, None] == stop_S[None], axis=-1)
     ones = jnp.ones((batch, 1), jnp.int32)
     cache, logits_BV = apply(cache, token_B[:, None], ones, position_B[:, None])
     return (cache, logits_BV, position_B + 1, done_B, rng), (token_B, done_B)
@@ -75,11 +97,12 @@ def _decode(model, params, tokens_BP, segment_ids_BP, positions_BP, rng, tempera
 
 
 def generate(model, params, prompts, max_new_tokens, temperature=0.0, eos_id=None, rng=None,
-             pad_id=0, length=0, context=0):
+             pad_id=0, length=0, context=0, top_k=0, top_p=1.0):
   """New tokens for each prompt (see the module docstring). `length` pads the
   prompts to at least that many slots, so calls of one shape compile once.
   `context` (0: no bound) caps prompt plus new tokens: the positions the
-  model was trained for, and a bound on the time and the KV cache."""
+  model was trained for, and a bound on the time and the KV cache. `eos_id`
+  is None, one id or a list of ids that end a continuation."""
   if not math.isfinite(temperature) or temperature < 0:   # nan passes every comparison
     raise ConfigError(f'temperature={temperature} must be a finite number >= 0')
   if max_new_tokens < 1:
@@ -89,12 +112,18 @@ def generate(model, params, prompts, max_new_tokens, temperature=0.0, eos_id=Non
     raise ConfigError(f'max_new_tokens={max_new_tokens} with a prompt of {longest} tokens '
                       f'exceeds the model\'s context of {context} tokens (at most '
                       f'{max(context - longest, 0)} new tokens)')
+  if top_k < 0:
+    raise ConfigError(f'top_k={top_k} must be >= 0 (0: no limit)')
+  if not 0 < top_p <= 1:   # nan fails it too
+    raise ConfigError(f'top_p={top_p} must be in (0, 1] (1: no limit)')
   tokens, segment_ids, positions = left_pad(prompts, pad_id, length)
   rng = jax.random.key(0) if rng is None else rng
-  eos = -1 if eos_id is None else int(eos_id)
+  stops = [] if eos_id is None else [eos_id] if np.ndim(eos_id) == 0 else list(eos_id)
+  stop_S = jnp.asarray([int(i) for i in stops] or [-1], jnp.int32)
   new_BS, done_BS = jax.device_get(_decode(
       model, params, tokens, segment_ids, positions, rng, jnp.float32(max(temperature, 1e-6)),
-      jnp.int32(eos), steps=int(max_new_tokens), greedy=temperature == 0))
+      stop_S, steps=int(max_new_tokens), greedy=temperature == 0, top_k=int(top_k),
+      top_p=float(top_p)))
   out = []
   for row, done in zip(new_BS, done_BS):
     end = int(np.argmax(done)) if done.any() else len(row)   # done turns true at the eos

@@ -112,9 +112,21 @@ def renderer(loaded):
   return sft.renderer(kind, loaded.tokenizer)
 
 
+def stop_ids(tokenizer, render):
+  """The ids that end a response: the end-of-text id and, when the template
+  writes one, its end-of-turn token (a base model's tokenizer may name
+  <|endoftext|> as its EOS while its chat template closes turns with
+  <|im_end|>)."""
+  out = [] if tokenizer.eos_id is None else [int(tokenizer.eos_id)]
+  end = render.turn_end()
+  ids = [int(i) for i in tokenizer.encode(end)] if end else []
+  return out + [i for i in ids[:1] if len(ids) == 1 and i not in out]
+
+
 def generate_responses(loaded, questions, max_new_tokens=0, batch=_GENERATE_BATCH):
   """Greedy responses (text) to each question's prompt, in question order."""
   tok, render = loaded.tokenizer, renderer(loaded)
+  stops = stop_ids(tok, render)
   head = [] if tok.bos_id is None else [tok.bos_id]
   prompt_ids = [head + [int(t) for t in tok.encode(
       render.prompt([dict(role='user', content=q.prompt)]))] for q in questions]
@@ -128,7 +140,7 @@ def generate_responses(loaded, questions, max_new_tokens=0, batch=_GENERATE_BATC
     length = loglik.bucket(max(len(prompt_ids[i]) for i in group))
     padded = group + [group[0]] * (batch - len(group))
     new = generation.generate(loaded.model, loaded.params, [prompt_ids[i] for i in padded], steps,
-                              eos_id=tok.eos_id, pad_id=tok.pad_id, length=length)
+                              eos_id=stops, pad_id=tok.pad_id, length=length)
     for i, ids in zip(group, new):
       out[i] = tok.decode(ids)
   return out

@@ -14,6 +14,14 @@ s_mE ~ 1.9 s_E at equal FLOPs shows can be far off), training FLOPs (3 x the
 forward FLOPs per token, seed 000 Table 6(b)), and a predicted final loss from
 the laws (laws.py) with its uncertainty, marked where the law extrapolates.
 
+Losses are printed only where they are calibrated to the source's own corpus
+and tokenizer: the law that predicts "keep" must predict the source's own
+measured val_loss (the last one logged at or before its step) within
+CALIBRATION_NATS (or the law's own interval, if wider). A law from other
+units or data (seed 002's, 4.77 nats for a byte-level model at 1.95) is not
+evidence of any option's loss, so then every loss is withheld and the plan
+says why; `calibration` in the result says which it was.
+
 Recommendations:
   * by the law: the lowest predicted loss; a tie when two options differ by
     less than their combined uncertainty; none when any prediction lies more
@@ -47,6 +55,7 @@ SEED000_ETA = ((0.10, 0.347), (0.26, 0.640), (0.50, 0.843), (0.76, 0.885), (1.02
 # model, configs/lm_moe.py:20layer, by our count).
 SEED000_SIZES = (1.54e8, 7.64e9)
 CPT_FRACTION = 0.5                # sec. 5.3.1: "at least 50% CPT is needed"
+CALIBRATION_NATS = 0.05           # a law's miss at the source beyond this: not this corpus
 UNITS = {'tokens': 'tokens', 'flops': 'FLOPs', 'gpuh': 'device-hours'}
 
 
@@ -136,6 +145,35 @@ def _predict(o, source, laws):
   o.update(law=role, flags=[text for _, text in flags], far=any(far for far, _ in flags))
 
 
+def _calibration(keep, source, laws):
+  """dict(status='calibrated' | 'withheld', text, law_at_source, measured):
+  whether the law predicting `keep` predicts the source's measured val_loss."""
+  found = _prediction(dict(keep, tokens=0.0), source, laws)
+  measured, at = source.get('val_loss'), source.get('val_step', source['step'])
+  if found is None or found[0] not in laws:
+    return dict(status='withheld', law_at_source=None, measured=measured,
+                text='no law predicts the source itself, so none can be checked against it')
+  role, point, _ = found
+  law = laws[role]
+  predicted, lo, hi = law.predict(point)
+  out = dict(law_at_source=predicted, measured=measured)
+  name = law.origin or f'the {role} law'
+  if measured is None:
+    return dict(out, status='withheld', text=(
+        f'the source logged no val_loss by step {source["step"]}, so {name} (which predicts '
+        f'{predicted:.4f} nats there) cannot be checked against its corpus and tokenizer: '
+        'evaluate it (eval_every_steps), or pass a law fitted to runs on this corpus (--law)'))
+  tolerance = max(CALIBRATION_NATS, 0.0 if lo is None else (hi - lo) / 2)
+  said = (f'{name} predicts {predicted:.4f} nats at the source, which measured '
+          f'{measured:.4f} (val_loss at step {at})')
+  if abs(predicted - measured) > tolerance:
+    return dict(out, status='withheld', text=(
+        f'{said}: the law is in other units or fitted to other data (corpus, tokenizer), so '
+        'its losses are not printed; fit one to runs on this corpus (python -m '
+        'moe_jax.scaling_laws collect ..., fit --out=fit.json) and pass --law=fit.json'))
+  return dict(out, status='calibrated', text=f'{said}, within {tolerance:.3f} nats')
+
+
 def _crossing(laws, n1, d0):
   """The D2 beyond which a MoE from scratch on D2 tokens beats upcycling the
   source (seed 002 eq. 13 at D1 = d0), or None."""
@@ -163,7 +201,8 @@ def _sparse_timing(o, keep, source, laws):
   x = best * keep['tokens']
   o.update(tau_step=source['step'] + x / source['tokens_per_step'], tau_now=not best,
            cpt=(1 - best) * o['tokens'])
-  o['crossing'] = _crossing(laws, n1, d0)
+  # A law withheld at the source (plan()) is no evidence of D* either.
+  o['crossing'] = _crossing(laws, n1, d0) if o['loss'] is not None else None
 
 
 def _expert_timing(o, keep, source, budget, devices, cpt_fraction):
@@ -187,7 +226,7 @@ def _uncertainty(a, b):
   return float(np.hypot(half(a), half(b)))
 
 
-def _verdict(options, source, cpt_fraction):
+def _verdict(options, source, cpt_fraction, calibration):
   """(option name or None, reason)."""
   predicted = sorted((o for o in options if o['loss'] is not None), key=lambda o: o['loss'])
   far = [o for o in predicted if o['far']]
@@ -214,6 +253,8 @@ def _verdict(options, source, cpt_fraction):
       return None, f'{where}: not evidence here (the recipe would say: {name}, {reason})'
     return name, f'{reason}; {where}'
   if not predicted:
+    if calibration['status'] == 'withheld':
+      return None, f'loss predictions withheld: {calibration["text"]}'
     return None, 'no law predicts these options'
   if far:
     return None, (f'the laws were fitted on runs unlike this source ({far[0]["flags"][0]}); '
@@ -235,7 +276,8 @@ def plan(source, targets, budget, laws, devices=1, cpt_fraction=CPT_FRACTION):
   and a recommendation.
 
   source   dict(model=summary (run.json), tokens=tokens seen at step (all
-           stages), tokens_per_step, step, seconds_per_step or None)
+           stages), tokens_per_step, step, seconds_per_step or None,
+           val_loss and val_step: its last measured val_loss, or None)
   targets  [dict(name, how='sparse' | 'expert', model=summary,
            seconds_per_step=measured or None)]
   laws     {role: laws.Law} (laws.default() or laws.load(path))
@@ -251,14 +293,18 @@ def plan(source, targets, budget, laws, devices=1, cpt_fraction=CPT_FRACTION):
     o['flops'] = 3.0 * o['model']['flops_per_token'] * o['tokens']
     _predict(o, source, laws)
   keep = options[0]
+  calibration = _calibration(keep, source, laws)
+  if calibration['status'] == 'withheld':
+    for o in options:
+      o.update(loss=None, lo=None, hi=None, flags=[], far=False, law=None)
   for o in options:
     if o['how'] == 'sparse':
       _sparse_timing(o, keep, source, laws)
     elif o['how'] == 'expert':
       _expert_timing(o, keep, source, budget, devices, cpt_fraction)
-  name, reason = _verdict(options, source, cpt_fraction)
+  name, reason = _verdict(options, source, cpt_fraction, calibration)
   return dict(source=source, budget=budget, devices=devices, options=options,
-              recommendation=name, reason=reason)
+              recommendation=name, reason=reason, calibration=calibration)
 
 
 def _g(x):
@@ -320,6 +366,7 @@ def table(result):
   head = (f'source  {s["workdir"]} at step {s["step"]}: {describe(s["model"])}, '
           f'{_g(s["model"]["params"])} params, N1={_g(s["model"]["dense_nonembed"])}, '
           f'{_g(s["tokens"])} tokens seen, {_g(s.get("seconds_per_step"))} s/step on '
-          f'{result["devices"]} device(s)\nbudget  {result["budget"]}\n')
+          f'{result["devices"]} device(s)\nbudget  {result["budget"]}\n'
+          f'losses  {result["calibration"]["status"]}: {result["calibration"]["text"]}\n')
   verdict = f'\nrecommendation: {result["recommendation"] or "none"}: {result["reason"]}'
   return head + '\n'.join(lines) + verdict + ''.join(f'\n  * {n}' for n in notes) + '\n'

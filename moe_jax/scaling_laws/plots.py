@@ -46,7 +46,8 @@ def fit_curves(form, params, cols, path):
     curve = {g: np.full(x_grid.shape, v) for g, v in zip(group_names, key)}
     curve[x_name] = x_grid
     ax.plot(x_grid, forms.predict(form, params, curve), color=points.get_facecolor()[0])
-  ax.set(xscale='log', xlabel=x_name, ylabel='loss', title=form.equation)
+  ax.set(xscale='log', xlabel=f'{x_name} (log scale)', ylabel='loss (nats/token)',
+         title=form.equation)
   ax.title.set_fontsize(8)
   if len(set(keys)) <= 12 and group_names:
     ax.legend(fontsize=7)
@@ -54,7 +55,8 @@ def fit_curves(form, params, cols, path):
   parity.scatter(cols['loss'], predicted, s=14)
   lim = [min(predicted.min(), cols['loss'].min()), max(predicted.max(), cols['loss'].max())]
   parity.plot(lim, lim, 'k--', lw=1)
-  parity.set(xlabel='observed loss', ylabel='predicted loss')
+  parity.set(xlabel='observed loss (nats/token)', ylabel='predicted loss (nats/token)',
+             title='predicted against observed (dashed: equal)')
   fig.tight_layout()
   _save(plt, fig, path)
 
@@ -66,7 +68,7 @@ def dstar_curve(n1, numerical, approximation, path):
   ax.plot(n1, np.asarray(numerical, float) / 1e9, 'o-', label='eq. 13 (numerical)')
   ax.plot(n1, np.asarray(approximation, float) / 1e9, '--', label='eq. 2')
   ax.set(xscale='log', yscale='log', xlabel='N1 (dense non-embedding parameters)',
-         ylabel='D* (B tokens)')
+         ylabel='D* (B tokens)', title='D*: beyond it a MoE from scratch beats upcycling')
   ax.legend()
   fig.tight_layout()
   _save(plt, fig, path)

@@ -25,7 +25,7 @@ from moe_jax.eval import norms
 from moe_jax.models import accounting
 from moe_jax.models import dispatch as dispatch_lib
 from moe_jax.models import config as model_config
-from moe_jax.train import config_check, metrics, program as program_lib
+from moe_jax.train import config_check, metrics, program as program_lib, summary
 from moe_jax.upcycle import transition
 from moe_jax.workdir import checkpoint, files, lineage, placement, run_record
 
@@ -50,6 +50,9 @@ class _Interrupts:
         raise KeyboardInterrupt
       print('\ninterrupted: saving a checkpoint after this step (Ctrl-C again to stop without '
             'saving)', file=sys.stderr, flush=True)
+    else:
+      print('\nSIGTERM: saving a checkpoint after this step, then stopping', file=sys.stderr,
+            flush=True)
     self.requested = True
 
   def agreed(self):
@@ -238,11 +241,14 @@ def train_and_evaluate(config, workdir, stop_at=None):
   _write_json(workdir, lineage.FILE, history)
   manager = checkpoint.Manager.for_workdir(workdir, config.ckpt)
 
+  if jax.process_index() == 0:
+    print('\n'.join(summary.start_lines(program.config, run_info, mesh, workdir, start)),
+          file=sys.stderr, flush=True)
   writer = metrics.Writer(workdir, resume_step=start)
   peak = metrics.peak_flops(jax.devices()[0])
   interrupts = _Interrupts()
   layer_norms = jax.jit(norms.layer_norms)   # logged at eval steps (seed 003 Fig. 2)
-  pending, last, finished = [], {}, False
+  pending, last, finished, interrupted_at = [], {}, False, None
   t0, t0_step = time.perf_counter(), start
 
   def save(step_):
@@ -318,6 +324,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
         save(done)
         last_saved = done
       if stop:
+        interrupted_at = done if interrupts.requested else None
         break
     if not last and val_batches:   # nothing left to train: report the final model
       last = program_lib.evaluate(program, state.params, val_batches)
@@ -325,6 +332,9 @@ def train_and_evaluate(config, workdir, stop_at=None):
   finally:
     interrupts.restore()
     _shut_down(manager, writer, raise_errors=finished)
+  if interrupted_at is not None and jax.process_index() == 0:   # the save has completed
+    print(f'saved checkpoint {interrupted_at} in {os.path.join(workdir, checkpoint.CHECKPOINTS)}; '
+          'the same command resumes from it', file=sys.stderr, flush=True)
   if 'val_loss' in last:
     # The loss of the best context-free model: what "learned something" beats.
     last['val_unigram_entropy'] = pipeline.validation_entropy(config, tokenizer)

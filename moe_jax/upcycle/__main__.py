@@ -4,7 +4,7 @@ r"""Grow a checkpoint into a new workdir.
 
 CKPT is a workdir (its newest checkpoint) or a checkpoint step directory. DIR
 becomes a workdir whose step-0 checkpoint holds the grown params:
-`python -m moe_jax.main --config=... --workdir=DIR` trains it on and
+`python -m moe_jax.main --workdir=DIR` trains it on (its own config.json) and
 `python -m moe_jax.evaluate --ckpt=DIR` evaluates it. Prints the
 function-preservation report (loss before and after, max |delta logits|) as
 one JSON line; DIR/upcycle_report.json keeps it.
@@ -17,7 +17,9 @@ from ml_collections import config_flags
 from moe_jax import cli
 from moe_jax.upcycle import run
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Upcycle config (an `upcycle` group).')
+_CONFIG = config_flags.DEFINE_config_file(
+    'config', None, 'Upcycle config (an `upcycle` group: its keys and defaults are '
+    'configs/common.py:upcycle(), each overridable as --config.KEY=VALUE).')
 _SRC = flags.DEFINE_string('src', None, 'Source workdir or checkpoint step directory.')
 _DST = flags.DEFINE_string('dst', None, 'New workdir for the grown model.')
 _OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Replace an existing --dst.')

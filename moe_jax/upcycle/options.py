@@ -34,8 +34,9 @@ def _run(workdir):
 
 def source(ckpt, tokens=None):
   """dict(workdir, step, model, tokens, tokens_per_step, seconds_per_step,
-  devices) of the checkpoint at CKPT. `tokens` overrides the tokens seen
-  (an import whose training is not recorded)."""
+  devices, val_loss and val_step: its last measured val_loss) of the
+  checkpoint at CKPT. `tokens` overrides the tokens seen (an import whose
+  training is not recorded)."""
   workdir, _ = lineage.locate(ckpt)
   record, step = lineage.at_checkpoint(ckpt)
   if step is None:
@@ -44,9 +45,13 @@ def source(ckpt, tokens=None):
   tps = last['tokens_per_step'] or run['tokens_per_step']
   if tokens is None and last['tokens_before'] is not None:
     tokens = last['tokens_before'] + (step - last['start_step']) * tps
+  evals = [(r['step'], r['val_loss']) for r in files.metrics(workdir)
+           if 'val_loss' in r and last['start_step'] <= r.get('step', -1) <= step]
+  val_step, val_loss = evals[-1] if evals else (None, None)
   return dict(workdir=workdir, step=step, model=last['model'] or run['model'], tokens=tokens,
               tokens_per_step=tps, devices=run.get('devices'),
-              seconds_per_step=step_seconds(workdir, tps, last['start_step'], step))
+              seconds_per_step=step_seconds(workdir, tps, last['start_step'], step),
+              val_loss=val_loss, val_step=val_step)
 
 
 def targets(ckpt, experts=(8,), top_k=2, factors=(2, 4)):

@@ -159,5 +159,6 @@ def check_compatible(config, workdir):
   for keys, what in checks:
     found = diffs(saved, config, keys)
     if found:
-      raise ConfigError(f'workdir {workdir} holds {what} ({"; ".join(found)}); '
-                        'use a new --workdir')
+      raise ConfigError(f'workdir {workdir} holds {what} ({"; ".join(found)}); continue it '
+                        f'from its own config.json with python -m moe_jax.main --workdir='
+                        f'{workdir} [--config.KEY=VALUE], or use a new --workdir')

@@ -357,7 +357,7 @@ def _how(s):
     recipe += f' x{o.get("factor")}'
   return {
       'scratch': lambda: f'scratch, seed {o.get("seed")}',
-      'init_from': lambda: f'init_from {parent.get("checkpoint")}',
+      'init_from': lambda: f'fine-tune (init_from {parent.get("checkpoint")})',
       'upcycle': lambda: f'upcycle CLI {recipe} of {parent.get("checkpoint")}',
       'in_run': lambda: f'in-run {recipe} at step {parent.get("step")}',
       'hf_import': lambda: f'import {parent.get("hf")}',
@@ -384,7 +384,8 @@ def rows(record, step=None):
         stage=i, workdir=s['workdir'], start_step=s['start_step'], end_step=end,
         tokens=tokens, tokens_total=s['tokens_before'] + tokens if known else None,
         model=describe(model), params=model.get('params'), active=model.get('params_active'),
-        how=_how(s), loss_before=report.get('loss_before'), loss_after=report.get('loss_after'),
+        how=_how(s), origin=(s.get('origin') or {}).get('how'),
+        loss_before=report.get('loss_before'), loss_after=report.get('loss_after'),
         max_abs_dlogits=report.get('max_abs_dlogits'),
         val_loss=_val_loss(s['workdir'], s['start_step'], end - in_run)))
   return out
@@ -400,11 +401,16 @@ def _num(x, digits=3):
 
 
 def chain(table):
-  """'dense 35.2K -> MoE 4x top-2 85.3K at step 2 -> ...' from rows()."""
+  """'dense 35.2K -> MoE 4x top-2 85.3K at step 2 -> fine-tune from step 30'
+  from rows(): a growth names the model it made; a fine-tune (init_from: the
+  same model trained on, fresh optimizer) is a stage of its own, not a growth."""
   parts = []
   for r in table:
     at = '' if not r['stage'] else f' at step {table[r["stage"] - 1]["end_step"]}'
-    parts.append(f'{r["model"]} {_num(r["params"])}{at}')
+    if r.get('origin') == 'init_from' and r['stage']:
+      parts.append(f'fine-tune from step {table[r["stage"] - 1]["end_step"]}')
+    else:
+      parts.append(f'{r["model"]} {_num(r["params"])}{at}')
   return ' -> '.join(parts)
 
 

@@ -81,14 +81,15 @@ def test_table_columns_and_sorting(sweep_dir):
   runs = report.load_runs(sweep_dir)
   header, rows = report.table(runs)
   assert header == ['run', 'num_experts', 'config', 'src', 'total_steps', 'resume_from',
-                    'init_from', 'state', 'progress', 'val_loss', 'best val_loss', 'tokens',
-                    'wall', 'upcycle jump']
+                    'init_from', 'state', 'progress (steps)', 'val_loss (nats/token)',
+                    'best val_loss (nats/token)', 'tokens', 'wall (h/m/s)',
+                    'upcycle jump (nats)']
   grown = rows[1]
   assert grown[:5] == ['grown', '4', 'dense_to_moe.py', 'dense@2', '6']
   assert grown[7:] == ['running', '3/6', '3.7500', '3.7500', '384 (640 with parent)',
                        grown[12], '+0.25']
   header, rows = report.table(runs, metric='loss', by=['config.moe.num_experts', 'src'])
-  assert header[:3] == ['run', 'num_experts', 'src'] and header[5] == 'loss'
+  assert header[:3] == ['run', 'num_experts', 'src'] and header[5] == 'loss (nats/token)'
   assert [r[0] for r in rows] == ['dense', 'branch', 'grown', 'later']
   with pytest.raises(ConfigError, match=r'--by=seed is not a key of the sweep'):
     report.table(runs, by=['seed'])

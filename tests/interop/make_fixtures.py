@@ -205,7 +205,7 @@ def main():
   dense_params = random_params(dense, 10)
   diffs = {'export_dense': export('export_dense', dense, dense_params, 10)}
   up = dense.copy_and_resolve_references()
-  up.upcycle = dense_to_moe.get_config('experts=4,top_k=2')
+  up.upcycle = dense_to_moe.get_config('experts=4,top_k=2,bias=False')
   moe = transition.target_config(up)
   moe_params, _, _ = transition.apply(up, moe, dense_params)
   diffs['export_mixtral_upcycled'] = export('export_mixtral_upcycled', moe, moe_params, 10)

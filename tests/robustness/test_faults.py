@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 
+from moe_jax.train import summary
 from tests.robustness import damage, harness
 
 CFG = os.path.join(os.path.dirname(__file__), 'tiny_config.py')
@@ -146,13 +147,18 @@ ocp.JsonCheckpointHandler._save_fn = save
 '''
   result = _main(cli, workdir, '--config.total_steps=3', '--config.ckpt.async_save=True',
                  cwd=tmp_path, prelude=disk_full_at_step_3)
-  # The progress bar's lines, then the one error line.
-  result.stderr = ''.join(line for line in result.stderr.splitlines(True)
-                          if line.strip() and not line.startswith('train:'))
+  # The start summary and the progress bar's lines, then the one error line.
+  result.stderr = _without_progress(result.stderr)
   harness.assert_one_error_line(
       result, 1, r'saving checkpoint .*checkpoints/3 failed \(\[Errno 28\] No space left on '
       r'device\); the newest complete checkpoint is step 2')
   assert _steps(workdir) == [1, 2]
+
+
+def _without_progress(stderr):
+  """stderr less the trainer's start summary and progress bar."""
+  return ''.join(line for line in stderr.splitlines(True) if line.strip() and not (
+      line.startswith('train:') or line.split(' ', 1)[0] in summary.LABELS))
 
 
 def test_a_really_full_disk_is_one_line(cli, trained, tmp_path, small_filesystem):
@@ -164,8 +170,7 @@ def test_a_really_full_disk_is_one_line(cli, trained, tmp_path, small_filesystem
   shutil.copytree(trained, workdir)
   result = _main(cli, workdir, '--config.total_steps=3', '--config.ckpt.async_save=True',
                  cwd=tmp_path)
-  result.stderr = ''.join(line for line in result.stderr.splitlines(True)
-                          if line.strip() and not line.startswith('train:'))
+  result.stderr = _without_progress(result.stderr)
   harness.assert_one_error_line(result, 1, r'No space left on device')
   assert _steps(workdir) == [1, 2]
 

@@ -109,7 +109,10 @@ def test_seed002_dstar_regime(budget_over_dstar, winner):
   n1 = dense['dense_nonembed']
   d_star = dstar.solve(presets.PRESETS['table2_moe']['params'],
                        presets.PRESETS['table2_upcycled']['params'], n1)[0]
-  source = dict(workdir='w', step=1000, model=dense, tokens=d_star, tokens_per_step=1e6)
+  # Measured where seed 002's dense law puts it: the law is calibrated here.
+  at_source = laws.default()['dense'].predict({'N1': n1, 'D1': d_star})[0]
+  source = dict(workdir='w', step=1000, model=dense, tokens=d_star, tokens_per_step=1e6,
+                val_loss=at_source + 0.01)
   result = plan.plan(source, [dict(name='sparse_8x', how='sparse', model=moe)],
                      plan.Budget(budget_over_dstar * d_star, 'tokens'), laws.default())
   options = {o['name']: o for o in result['options']}
@@ -209,5 +212,50 @@ def test_a_law_of_expert_upcycled_runs_predicts_expert_upcycling(seed000, tmp_pa
   out, options = _plan(capsys, f'--ckpt={seed000}', f'--budget={S0 * TPS / 2}tokens',
                        f'--law={tmp_path}/fit.json', '--factors=2')
   x2 = options['expert_x2']
+  # The source has no val_loss: the law cannot be checked, so no loss is printed.
+  assert x2['loss'] is None and out['calibration']['status'] == 'withheld'
+  # Measured where the law puts it, the law is calibrated and predicts.
+  source = out['source']
+  at_source = loaded['moe'].predict({'N1': source['model']['dense_nonembed'],
+                                     'D1': source['tokens']})[0]
+  with open(os.path.join(seed000, 'metrics.jsonl'), 'a') as f:
+    f.write(json.dumps(dict(step=S0, loss=at_source, val_loss=at_source - 0.02)) + '\n')
+  out, options = _plan(capsys, f'--ckpt={seed000}', f'--budget={S0 * TPS / 2}tokens',
+                       f'--law={tmp_path}/fit.json', '--factors=2')
+  x2 = options['expert_x2']
+  assert out['calibration']['status'] == 'calibrated'
   assert x2['loss'] is not None and x2['hi'] - x2['lo'] == pytest.approx(0.02)
   assert x2['flags'] == [] and 'seed 000 recipe' not in out['reason']
+
+
+def _seed002_dense_source(val_loss):
+  dense, moe = _dense_1b()
+  source = dict(workdir='w', step=1000, model=dense, tokens=2e10, tokens_per_step=1e6,
+                val_loss=val_loss, val_step=1000)
+  return plan.plan(source, [dict(name='sparse_8x', how='sparse', model=moe)],
+                   plan.Budget(1e10, 'tokens'), laws.default())
+
+
+def test_a_law_that_misses_the_sources_own_loss_prints_no_loss():
+  """The issue's case: seed 002's law says 4.77 nats for a model at 1.95
+  (another corpus and tokenizer): no option gets a loss, and the plan says why."""
+  dense, _ = _dense_1b()
+  at_source = laws.default()['dense'].predict({'N1': dense['dense_nonembed'], 'D1': 2e10})[0]
+  result = _seed002_dense_source(at_source - 1.0)
+  assert [o['loss'] for o in result['options']] == [None] * len(result['options'])
+  assert result['calibration']['status'] == 'withheld' and result['recommendation'] is None
+  assert result['reason'].startswith(f'loss predictions withheld: seed 002 Table 2 '
+                                     f'(table2_dense) predicts {at_source:.4f} nats at the '
+                                     f'source, which measured {at_source - 1.0:.4f}')
+  assert result['options'][1]['crossing'] is None   # D* comes from the same law
+  text = plan.table(result)
+  assert 'losses  withheld: ' in text and 'other units or fitted to other data' in text
+  # Unmeasured: withheld too, saying so.
+  result = _seed002_dense_source(None)
+  assert result['options'][0]['loss'] is None
+  assert 'logged no val_loss' in result['calibration']['text']
+  # Within the tolerance: calibrated, and the losses are the law's.
+  result = _seed002_dense_source(at_source + plan.CALIBRATION_NATS / 2)
+  assert result['calibration']['status'] == 'calibrated'
+  assert result['options'][0]['loss'] == laws.default()['dense'].predict(
+      {'N1': dense['dense_nonembed'], 'D1': 3e10})[0]

@@ -32,3 +32,9 @@ def test_sigterm_saves_and_exits_cleanly(tmp_path):
   assert proc.returncode == 0 and 'returned' in proc.stdout, proc.stderr
   steps = sorted(int(d) for d in os.listdir(os.path.join(workdir, 'checkpoints')) if d.isdigit())
   assert steps == [3, 4]   # the periodic one, and the one SIGTERM asked for
+  # It says so: when the signal arrives, and once the save is complete.
+  assert 'SIGTERM: saving a checkpoint after this step, then stopping' in proc.stderr
+  assert (f'saved checkpoint 4 in {workdir}/checkpoints; the same command resumes from it'
+          in proc.stderr.splitlines())
+  # And it said what it was about to do when it started.
+  assert 'steps    0 -> 6' in proc.stderr and f'writes   {workdir}: checkpoints/' in proc.stderr

@@ -57,7 +57,8 @@ def test_dense_to_moe_cli_is_exact_and_leaves_src_alone(dense_workdir, tmp_path)
                                                                      abs=1e-4)
   # The README's flow: train the grown workdir with a config that knows nothing
   # of its source; run.json keeps the source, so collect sees an upcycled run.
-  trainer.train_and_evaluate(tiny.config(**{'moe.num_experts': 4, 'total_steps': 2,
+  trainer.train_and_evaluate(tiny.config(**{'moe.num_experts': 4, 'moe.use_bias': True,
+                                            'total_steps': 2,
                                             'eval_every_steps': 2}), dst)
   row = collect.row(dst)
   assert (row['kind'], row['D1'], row['D2']) == ('upcycled', 2 * 8 * 32, 2 * 8 * 32)
@@ -122,7 +123,7 @@ def test_an_upcycled_workdir_trains_on_another_stream_from_its_start(dense_workd
   position belongs to the source's stream; once a run has saved a checkpoint,
   its own stream is the workdir's."""
   dst = str(tmp_path / 'moe')
-  run.upcycle_checkpoint(dense_to_moe.get_config('experts=4'), dense_workdir, dst)
+  run.upcycle_checkpoint(dense_to_moe.get_config('experts=4,bias=False'), dense_workdir, dst)
   assert _data_position(dst, 0) == {'next_index': 2}
   other = {'moe.num_experts': 4, 'total_steps': 3, 'eval_every_steps': 0, 'seed': 1}
   trainer.train_and_evaluate(tiny.config(**other), dst)

@@ -64,6 +64,21 @@ def test_a_chain_counts_tokens_across_workdirs_and_in_run_growth(tmp_path):
   assert regrown['stages'] == record['stages']
 
 
+def test_a_fine_tune_is_a_stage_of_its_own_not_a_growth(tmp_path):
+  """init_from (configs/finetune.py) trains the same model on: the chain and
+  the model card say fine-tune, not a model grown at that step."""
+  moe = str(tmp_path / 'moe')
+  record = lineage.begin(lineage.stage(moe, 0, 10, MOE, lineage.origin('scratch', seed=0)))
+  ft = str(tmp_path / 'ft')
+  record = lineage.grow(record, 30, lineage.stage(ft, 0, 10, MOE, lineage.origin(
+      'init_from', dict(checkpoint=f'{moe}/checkpoints/30', step=30), 0)))
+  rows = lineage.rows(record, step=5)
+  assert lineage.chain(rows) == 'MoE 4x top-2 250 -> fine-tune from step 30'
+  assert rows[1]['how'] == f'fine-tune (init_from {moe}/checkpoints/30)'
+  card = lineage.markdown(record, step=5)
+  assert 'fine-tune from step 30' in card and 'MoE 4x top-2 250 at step 30' not in card
+
+
 def test_the_step_meta_is_read_before_the_workdir_file(tmp_path):
   meta = _scratch(str(tmp_path / 'elsewhere'))   # as saved, before the workdir moved
   workdir = _workdir(tmp_path / 'w', record=_scratch(str(tmp_path / 'w')), steps=(7,), meta=meta)

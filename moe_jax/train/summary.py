@@ -1,0 +1,49 @@
+"""The lines a training run prints when it starts: what it trains, on what,
+for how long, and where it writes. A run that says so up front is one whose
+wrong config is caught before it has cost an hour."""
+import os
+
+# The first word of each line, so a reader can tell them from the rest.
+LABELS = ('model', 'grows', 'tokens', 'devices', 'steps', 'writes')
+
+
+def _num(x):
+  for unit, scale in (('B', 1e9), ('M', 1e6), ('K', 1e3)):
+    if x >= scale:
+      return f'{x / scale:.3g}{unit}'
+  return str(x)
+
+
+def _model(summary):
+  kind = (f'MoE {summary["num_experts"]}x top-{summary["top_k"]}' if summary['num_experts']
+          else 'dense')
+  return f'{kind}, {_num(summary["params"])} params ({_num(summary["params_active"])} active)'
+
+
+def start_lines(config, run_info, mesh, workdir, start):
+  """The start summary: model and parameter counts (total, active), tokens
+  per step, devices and mesh, the MoE dispatch path, steps (and where it
+  resumes or grows), and what it writes where. `run_info` is run.json's
+  record (run_record.build); `start` the step it resumes from (0: new)."""
+  kinds = sorted({d.platform for d in mesh.devices.flat})
+  expert_parallel = mesh.shape.get('expert', 1) > 1
+  shape = ' '.join(f'{axis}={size}' for axis, size in mesh.shape.items())
+  lines = [f'model    {_model(run_info["model"])}, {config.model.num_layers} layers, d_model '
+           f'{config.model.d_model}']
+  if run_info.get('grown'):
+    lines.append(f'grows    at step {config.upcycle.step} by {config.upcycle.recipe} to '
+                 f'{_model(run_info["grown"])}')
+  lines += [
+      f'tokens   {run_info["tokens_per_step"]:,} per step (batch {config.batch_size} x seq_len '
+      f'{config.seq_len})',
+      f'devices  {mesh.devices.size} {"/".join(kinds)}, mesh {shape}' + (
+          f', moe.dispatch {config.moe.dispatch}' + (
+              ' (expert-parallel all-to-all)' if expert_parallel else '')
+          if config.moe.num_experts else ''),
+      f'steps    {start} -> {config.total_steps}' + (
+          f' (resuming from checkpoint {start})' if start else ''),
+      f'writes   {os.path.abspath(workdir)}: checkpoints/ every '
+      f'{config.checkpoint_every_steps or config.total_steps} steps (and at the end or on '
+      'SIGTERM), metrics.jsonl, tb/',
+  ]
+  return lines
