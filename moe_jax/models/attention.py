@@ -26,8 +26,10 @@ from moe_jax.models import rope
 
 
 # The attention path per platform ('auto'), as `dispatch.AUTO` for the MoE
-# layer: kernels/attention_cpu.py's reference or blocked loop.
-AUTO = {}
+# layer: on CPU the blocked loop of kernels/attention_cpu.py takes 0.6-0.8x the
+# reference's CPU time forward+backward (docs/benchmarks.md, "Attention
+# alone"); other platforms keep the reference, which XLA fuses on device.
+AUTO = {'cpu': 'blocked'}
 AUTO_DEFAULT = 'reference'
 
 
