@@ -12,6 +12,11 @@ rounds after a compiling warm-up) so a change in machine load hits both
 alike; each records wall and process CPU time, and `ratio` is the median over
 rounds of blocked / reference. The process is pinned to `--threads` cores
 first (XLA:CPU sizes its thread pool from the affinity).
+
+With torch installed (optional), torch's scaled_dot_product_attention runs in
+the same rounds, same threads (torch.set_num_threads), GQA (enable_gqa) and
+`is_causal=True` with no segment mask: its fused CPU kernel, which packed
+batches could not use, so the comparison favours torch.
 """
 import argparse
 import datetime
@@ -31,6 +36,27 @@ def _inputs(b, length, h, g, k):
   kk, v = (jax.random.normal(x, (b, g, length, k)) for x in ks[1:3])
   seg = jnp.cumsum(jax.random.uniform(ks[3], (b, length)) < 4 / length, axis=1).astype(jnp.int32)
   return q, kk, v, seg, seg, jnp.arange(length)
+
+
+def _torch_sdpa(b, length, h, g, k):
+  """A fwd+bwd closure of torch SDPA at these shapes, or None without torch."""
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  torch.set_num_threads(len(os.sched_getaffinity(0)))
+  gen = torch.Generator().manual_seed(0)
+  q = torch.randn(b, h, length, k, generator=gen, requires_grad=True)
+  kk, v = (torch.randn(b, g, length, k, generator=gen, requires_grad=True) for _ in range(2))
+  dout = torch.randn(b, h, length, k, generator=gen)
+
+  def run():
+    for t in (q, kk, v):
+      t.grad = None
+    out = torch.nn.functional.scaled_dot_product_attention(q, kk, v, is_causal=True,
+                                                           enable_gqa=True)
+    out.backward(dout)
+  return run
 
 
 def _summary(v):
@@ -53,6 +79,9 @@ def bench_case(name, reps):
   got, want = fns['blocked'](*args), fns['reference'](*args)
   errs = [float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b))
           for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want))]
+  torch_fn = _torch_sdpa(*CASES[name])
+  if torch_fn:
+    fns['torch_sdpa'] = lambda *a: torch_fn()
   for fn in fns.values():
     jax.block_until_ready(fn(*args))
   wall = {n: [] for n in fns}
@@ -63,8 +92,13 @@ def bench_case(name, reps):
       jax.block_until_ready(fn(*args))
       wall[n].append(time.perf_counter() - t0)
       cpu[n].append(time.process_time() - c0)
-  ratio = lambda s: sorted(b / r for b, r in zip(s['blocked'], s['reference']))
-  return dict(case=name, shape=dict(zip(('B', 'L', 'H', 'G', 'K'), CASES[name])),
+  ratio = lambda s, over='reference': sorted(b / r for b, r in zip(s['blocked'], s[over]))
+  vs_torch = {}
+  if torch_fn:
+    vs_torch = dict(ratio_blocked_over_torch_sdpa_cpu=statistics.median(ratio(cpu, 'torch_sdpa')),
+                    ratio_reference_over_torch_sdpa_cpu=statistics.median(
+                        sorted(a / b for a, b in zip(cpu['reference'], cpu['torch_sdpa']))))
+  return dict(**vs_torch,case=name, shape=dict(zip(('B', 'L', 'H', 'G', 'K'), CASES[name])),
               check=dict(max_rel_err=max(errs), ok=max(errs) <= CHECK_RTOL),
               fwd_bwd_ms={n: _summary(v) for n, v in wall.items()},
               fwd_bwd_cpu_ms={n: _summary(v) for n, v in cpu.items()},
@@ -87,7 +121,12 @@ def main(argv=None):
     ap.error(f'--threads={args.threads}: this process may use {len(os.sched_getaffinity(0))} cores')
   os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.threads])
   import jax, jaxlib  # pylint: disable=g-import-not-at-top,multiple-imports
-  meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+    torch_version = torch.__version__
+  except ImportError:
+    torch_version = None
+  meta = dict(torch=torch_version, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
               jax=jax.__version__, jaxlib=jaxlib.__version__, threads=args.threads,
               machine='2-core CPU shared with ~8 parallel jobs', load_avg_before=os.getloadavg(),
               dtype='float32', timing=(f'jitted fwd+bwd, 1 warm-up call, then {args.reps} '
@@ -98,7 +137,8 @@ def main(argv=None):
     r = results[-1]
     print(f'{name}: reference {r["fwd_bwd_cpu_ms"]["reference"]["median"]:.1f} CPU-ms, '
           f'blocked {r["fwd_bwd_cpu_ms"]["blocked"]["median"]:.1f} CPU-ms, '
-          f'ratio {r["ratio_blocked_over_reference_cpu"]:.2f}x, check {r["check"]}', flush=True)
+          f'ratio {r["ratio_blocked_over_reference_cpu"]:.2f}x, '
+          f'vs torch {r.get("ratio_blocked_over_torch_sdpa_cpu", float("nan")):.2f}x, check {r["check"]}', flush=True)
   meta['load_avg_after'] = os.getloadavg()
   with open(args.out + '.tmp', 'w') as f:
     json.dump(dict(meta=meta, results=results), f, indent=1)
