@@ -87,8 +87,14 @@ class Attention(nn.Module):
         b, g, r * length, k)
     k_BGSK, v_BGSK = k_BLGK.transpose(0, 2, 1, 3), v_BLGK.transpose(0, 2, 1, 3)
     # Scores accumulate in float32 even with bf16 inputs.
-    attend = attention_cpu.PATHS[resolve(cfg.attention)]
-    out_BGQK = attend(q_BGQK, k_BGSK, v_BGSK, segment_ids_BL, kv_segment_ids_BS, q_slots_L)
+    args = (q_BGQK, k_BGSK, v_BGSK, segment_ids_BL, kv_segment_ids_BS, q_slots_L)
+    if resolve(cfg.attention) == 'blocked':
+      # Without a cache the queries sit in slots 0 ... L - 1, so query blocks
+      # may skip the keys after them.
+      block = 0 if decode else attention_cpu.query_block(length)
+      out_BGQK = attention_cpu.blocked(*args, query_block=block)
+    else:
+      out_BGQK = attention_cpu.reference(*args)
     out_BLHK = out_BGQK.reshape(b, g, r, length, k).transpose(0, 3, 1, 2, 4).reshape(
         b, length, h, k)
     return layers.dense(out_BLHK, w_o, in_dims=2)

@@ -40,6 +40,20 @@ def test_blocked_matches_reference(shape):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f'd{name}')
 
 
+@pytest.mark.parametrize('block', [2, 5])
+def test_query_blocks_match_reference(block):
+  """Query blocks that skip the keys after them, on a full pass (slots 0 ... S - 1)."""
+  args = _inputs(r=2, length=10, s=10)
+  out_ref, grads_ref = _value_and_vjp(attention_cpu.reference, args)
+  blocked = lambda *a: attention_cpu.blocked(*a, query_block=block)
+  out, grads = jax.jit(lambda *a: _value_and_vjp(blocked, a))(*args)
+  np.testing.assert_allclose(out, out_ref, rtol=1e-5, atol=1e-5)
+  for name, got, want in zip('qkv', grads, grads_ref):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f'd{name}')
+  with pytest.raises(ValueError, match='query_block=3'):
+    attention_cpu.blocked(*args, query_block=3)
+
+
 def test_mask_is_causal_and_per_segment():
   """Changing a key the mask hides changes nothing; changing one it shows does."""
   q, k, v, q_seg, kv_seg, slots = _inputs(b=1, g=1, r=1, length=6, s=6)
