@@ -13,7 +13,10 @@ mask, softmax and PV, and their backward, as whole-array passes. Here a
 scores stay in cache, as the grouped MoE loop does for its row tiles
 (kernels/grouped.py). The custom VJP saves only the output and the row
 log-sum-exp [B, G, Q] and recomputes each tile's probabilities in the
-backward loop, rather than storing them.
+backward loop, rather than storing them. On a full pass (queries in slots
+0 ... S - 1) `query_block` splits each tile further into query blocks that
+skip the keys after their last query: the scores the causal mask hides are
+never computed.
 """
 import functools
 

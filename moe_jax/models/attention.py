@@ -26,9 +26,9 @@ from moe_jax.models import rope
 
 
 # The attention path per platform ('auto'), as `dispatch.AUTO` for the MoE
-# layer: on CPU the blocked loop of kernels/attention_cpu.py takes 0.6-0.8x the
-# reference's CPU time forward+backward (docs/benchmarks.md, "Attention
-# alone"); other platforms keep the reference, which XLA fuses on device.
+# layer: on CPU the blocked loop of kernels/attention_cpu.py takes 0.34-0.84x
+# the reference's CPU time forward+backward (docs/benchmarks.md, "Attention
+# alone"); other platforms keep the reference until a device has timed both.
 AUTO = {'cpu': 'blocked'}
 AUTO_DEFAULT = 'reference'
 
