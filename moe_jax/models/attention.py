@@ -26,10 +26,11 @@ from moe_jax.models import rope
 
 
 # The attention path per platform ('auto'), as `dispatch.AUTO` for the MoE
-# layer: on CPU the blocked loop of kernels/attention_cpu.py takes 0.34-0.84x
-# the reference's CPU time forward+backward (docs/benchmarks.md, "Attention
-# alone"); other platforms keep the reference until a device has timed both.
-AUTO = {'cpu': 'blocked'}
+# layer. The blocked loop of kernels/attention_cpu.py takes 0.34-0.84x the
+# reference's CPU time forward+backward alone, but the quickstart's whole
+# training step ran ~8 % slower with it (docs/benchmarks.md, "Attention
+# alone"), so every platform keeps the reference until a step shows a gain.
+AUTO = {}
 AUTO_DEFAULT = 'reference'
 
 
