@@ -23,6 +23,7 @@ import datetime
 import json
 import os
 import statistics
+import sys
 import time
 
 CASES = {'quickstart': (16, 128, 4, 2, 24), 'd256': (4, 512, 8, 4, 32)}
@@ -130,7 +131,8 @@ def main(argv=None):
     torch_version = torch.__version__
   except ImportError:
     torch_version = None
-  meta = dict(torch=torch_version, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+  now = datetime.datetime.now(datetime.timezone.utc)
+  meta = dict(torch=torch_version, date=now.isoformat(timespec='seconds'),
               jax=jax.__version__, jaxlib=jaxlib.__version__, threads=args.threads,
               machine='2-core CPU shared with ~8 parallel jobs', load_avg_before=os.getloadavg(),
               dtype='float32', timing=(f'jitted fwd+bwd, 1 warm-up call, then {args.reps} '
@@ -142,11 +144,14 @@ def main(argv=None):
     print(f'{name}: reference {r["fwd_bwd_cpu_ms"]["reference"]["median"]:.1f} CPU-ms, '
           f'blocked {r["fwd_bwd_cpu_ms"]["blocked"]["median"]:.1f} CPU-ms, '
           f'ratio {r["ratio_blocked_over_reference_cpu"]:.2f}x, '
-          f'vs torch {r.get("ratio_blocked_over_torch_sdpa_cpu", float("nan")):.2f}x, check {r["check"]}', flush=True)
+          f'vs torch {r.get("ratio_blocked_over_torch_sdpa_cpu", float("nan")):.2f}x, '
+          f'check {r["check"]}', flush=True)
   meta['load_avg_after'] = os.getloadavg()
   with open(args.out + '.tmp', 'w') as f:
     json.dump(dict(meta=meta, results=results), f, indent=1)
   os.replace(args.out + '.tmp', args.out)
+  if not all(r['check']['ok'] for r in results):
+    sys.exit('error: blocked does not match the reference (see check in the JSON)')
 
 
 if __name__ == '__main__':
