@@ -61,6 +61,7 @@ def model():
       tie_embeddings=False,
       dtype='float32',       # compute dtype; params stay float32
       init_std=0.02,
+      attention='auto',      # auto (per platform) | reference | blocked (kernels/attention_cpu.py)
   ))
 
 

@@ -50,8 +50,8 @@ def make_config(case, dispatch='auto'):
   """The quickstart config of one case (moe_jax's side)."""
   from configs import quickstart  # pylint: disable=g-import-not-at-top
   experts, width = CASES[case]
-  config = quickstart.get_config(f'fixed,experts={max(experts, 1)}')
-  config.model.vocab_size = VOCAB
+  config = quickstart.get_config(f'experts={max(experts, 1)}')
+  config.model.update(vocab_size=VOCAB, d_ff=384)   # quickstart's width is now the experts'
   config.moe.num_experts = experts
   if experts:
     config.moe.update(d_ff=width, dispatch=dispatch)

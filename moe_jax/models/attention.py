@@ -20,17 +20,25 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from moe_jax.kernels import attention_cpu
 from moe_jax.models import layers
 from moe_jax.models import rope
 
 
-def mask(q_segment_ids_BL, kv_segment_ids_BS, q_slots_L):
-  """[B, 1, L, S] True where query i may attend to key slot j: j <= slot of i
-  and the same segment."""
-  kv_slots_S = jnp.arange(kv_segment_ids_BS.shape[1])
-  causal_LS = kv_slots_S[None, :] <= q_slots_L[:, None]
-  same_BLS = q_segment_ids_BL[:, :, None] == kv_segment_ids_BS[:, None, :]
-  return (causal_LS[None] & same_BLS)[:, None]
+# The attention path per platform ('auto'), as `dispatch.AUTO` for the MoE
+# layer. The blocked loop of kernels/attention_cpu.py takes 0.34-0.84x the
+# reference's CPU time forward+backward alone, but the quickstart's whole
+# training step ran ~8 % slower with it (docs/benchmarks.md, "Attention
+# alone"), so every platform keeps the reference until a step shows a gain.
+AUTO = {}
+AUTO_DEFAULT = 'reference'
+
+
+def resolve(name, platform=None):
+  """The concrete path `name` runs: itself, or for 'auto' the platform's."""
+  if name != 'auto':
+    return name
+  return AUTO.get(platform or jax.default_backend(), AUTO_DEFAULT)
 
 
 class Attention(nn.Module):
@@ -75,18 +83,19 @@ class Attention(nn.Module):
     # the group's S keys. Heads go first, so the scores come out in the layout
     # softmax reads; XLA:CPU spends ~25% more on the [B, L, G, R, K] einsums
     # (transposed copies of the scores, docs/benchmarks.md).
-    r, s = h // g, k_BLGK.shape[1]
+    r = h // g
     q_BGQK = q_BLHK.reshape(b, length, g, r, k).transpose(0, 2, 3, 1, 4).reshape(
         b, g, r * length, k)
     k_BGSK, v_BGSK = k_BLGK.transpose(0, 2, 1, 3), v_BLGK.transpose(0, 2, 1, 3)
     # Scores accumulate in float32 even with bf16 inputs.
-    logits_BGQS = jnp.einsum('bgqk,bgsk->bgqs', q_BGQK, k_BGSK,
-                             preferred_element_type=jnp.float32)
-    logits_BGRLS = logits_BGQS.reshape(b, g, r, length, s) / jnp.sqrt(jnp.float32(k))
-    allowed = mask(segment_ids_BL, kv_segment_ids_BS, q_slots_L)[:, :, None]  # [B, 1, 1, L, S]
-    logits_BGRLS = jnp.where(allowed, logits_BGRLS, jnp.finfo(jnp.float32).min)
-    probs_BGQS = jax.nn.softmax(logits_BGRLS, axis=-1).astype(dtype).reshape(b, g, r * length, s)
-    out_BGQK = jnp.einsum('bgqs,bgsk->bgqk', probs_BGQS, v_BGSK)
+    args = (q_BGQK, k_BGSK, v_BGSK, segment_ids_BL, kv_segment_ids_BS, q_slots_L)
+    if resolve(cfg.attention) == 'blocked':
+      # Without a cache the queries sit in slots 0 ... L - 1, so query blocks
+      # may skip the keys after them.
+      block = 0 if decode else attention_cpu.query_block(length)
+      out_BGQK = attention_cpu.blocked(*args, query_block=block)
+    else:
+      out_BGQK = attention_cpu.reference(*args)
     out_BLHK = out_BGQK.reshape(b, g, r, length, k).transpose(0, 3, 1, 2, 4).reshape(
         b, length, h, k)
     return layers.dense(out_BLHK, w_o, in_dims=2)

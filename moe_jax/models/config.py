@@ -15,6 +15,7 @@ SCORES = ('softmax', 'sigmoid')
 ORDERS = ('softmax_then_topk', 'topk_then_softmax')
 BALANCE_SCOPES = ('global', 'sequence')
 DISPATCHES = ('auto', 'reference', 'einsum', 'ragged', 'grouped', 'pallas')
+ATTENTIONS = ('auto', 'reference', 'blocked')
 DTYPES = ('float32', 'bfloat16', 'float16')
 ROPE_SCALINGS = ('none', 'llama3')
 NORM_POSITIONS = ('pre', 'post')
@@ -71,6 +72,7 @@ class ModelConfig:
   tie_embeddings: bool = False
   dtype: str = 'float32'
   init_std: float = 0.02
+  attention: str = 'auto'
   moe: MoEConfig = MoEConfig()
 
   def is_moe_layer(self, i):
@@ -125,6 +127,7 @@ class ModelConfig:
     if self.head_dim % 2:
       raise ConfigError(f'model.head_dim={self.head_dim} must be even (RoPE rotates pairs)')
     _check_choice('model.dtype', self.dtype, DTYPES)
+    _check_choice('model.attention', self.attention, ATTENTIONS)
     _check_choice('model.norm_position', self.norm_position, NORM_POSITIONS)
     if self.init_std <= 0 or self.norm_eps <= 0 or self.rope_theta <= 0:
       raise ConfigError('model.init_std, model.norm_eps and model.rope_theta must be positive')
