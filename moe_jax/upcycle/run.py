@@ -94,10 +94,10 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
                 seed=up.seed)
   run_info = run_record.build(dst_config, source=run_record.source_info(
       dst_config.upcycle.source))
-  history = lineage.grow(*lineage.at_checkpoint(dst_config.upcycle.source), lineage.stage(
-      dst, 0, run_info['tokens_per_step'], run_info['model'], lineage.origin(
-          'upcycle', dict(checkpoint=dst_config.upcycle.source, step=step), up.seed,
-          report=preserved, **transition.provenance(config, recipe))))
+  history = transition.grow_lineage(
+      *lineage.at_checkpoint(dst_config.upcycle.source), config, recipe, preserved, workdir=dst,
+      start_step=0, how='upcycle', parent=dict(checkpoint=dst_config.upcycle.source, step=step),
+      tokens_per_step=run_info['tokens_per_step'], model=run_info['model'])
 
   with staging.staged(dst) as tmp:
     for name in pipeline.TOKENIZER_FILES:   # the tokenizer goes with the model

@@ -322,7 +322,7 @@ def _how(s):
     return 'unknown'
   parent = o.get('parent') or {}
   recipe = o.get('recipe') or '?'
-  if recipe in ('expand_experts', 'grow_width', 'grow_depth'):
+  if o.get('factor'):   # recorded by recipes that grow by upcycle.factor
     recipe += f' x{o.get("factor")}'
   return {
       'scratch': lambda: f'scratch, seed {o.get("seed")}',
