@@ -15,15 +15,15 @@ import json
 import sys
 
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import lineage
+from moe_jax.workdir import lineage, lineage_table
 
 
 def _text(table):
-  cells = [lineage.cells(r) for r in table]
-  keys = [k for k, _ in lineage.COLUMNS]
-  width = {k: max(len(t), *(len(c[k]) for c in cells)) for k, t in lineage.COLUMNS}
+  cells = [lineage_table.cells(r) for r in table]
+  keys = [k for k, _ in lineage_table.COLUMNS]
+  width = {k: max(len(t), *(len(c[k]) for c in cells)) for k, t in lineage_table.COLUMNS}
   line = lambda row: '  '.join(row[k].ljust(width[k]) for k in keys).rstrip()
-  return '\n'.join([line(dict(lineage.COLUMNS))] + [line(c) for c in cells])
+  return '\n'.join([line(dict(lineage_table.COLUMNS))] + [line(c) for c in cells])
 
 
 def main(argv=None):
@@ -38,13 +38,13 @@ def main(argv=None):
   except ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  table = lineage.rows(record, step)
+  table = lineage_table.rows(record, step)
   problems = lineage.check(record, workdir)
   if args.json:
-    print(json.dumps(dict(workdir=workdir, step=step, chain=lineage.chain(table), stages=table,
+    print(json.dumps(dict(workdir=workdir, step=step, chain=lineage_table.chain(table), stages=table,
                           problems=problems, record=record), indent=1))
   else:
-    print(lineage.chain(table) + '\n\n' + _text(table))
+    print(lineage_table.chain(table) + '\n\n' + _text(table))
     for problem in problems:
       print(f'warning: {problem}')
   return 0

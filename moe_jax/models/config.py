@@ -9,7 +9,6 @@ import dataclasses
 import math
 
 from moe_jax.errors import ConfigError
-from moe_jax.models import dispatch, routers
 
 SCORES = ('softmax', 'sigmoid')
 ORDERS = ('softmax_then_topk', 'topk_then_softmax')
@@ -117,6 +116,9 @@ class ModelConfig:
 
   def validate(self):
     """Raises ConfigError (one line, naming the key) for an unbuildable model."""
+    # The registries import JAX; this module does not, so workdir/files.py and
+    # `python -m moe_jax.lineage` stay fast.
+    from moe_jax.models import dispatch, routers  # pylint: disable=g-import-not-at-top
     for group, cfg in (('model', self), ('moe', self.moe)):   # nan passes every comparison
       for field in dataclasses.fields(cfg):
         value = getattr(cfg, field.name)

@@ -105,7 +105,7 @@ def _restore(config, dst_config, mesh, program, workdir, train_it):
   A step-tau checkpoint of the model before the transition comes from another
   run (a branch resumed from Fixed-E at tau): it is restored as it is and
   grows first (grow_first is True)."""
-  directory = os.path.join(workdir, checkpoint.CHECKPOINTS)
+  directory = os.path.join(workdir, files.CHECKPOINTS)
   if os.path.lexists(directory) and not os.path.isdir(directory):
     raise ConfigError(f'{directory} is not a directory')
   if not os.path.isdir(directory):
@@ -240,7 +240,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     for step_ in restored.damaged:
-      _set_aside(os.path.join(workdir, checkpoint.CHECKPOINTS), step_)
+      _set_aside(os.path.join(workdir, files.CHECKPOINTS), step_)
     cache = pipeline.tokenizer_cache(config, workdir)
     if cache and not os.path.exists(cache):
       files.write_text(cache, tokenizer.to_json())

@@ -109,7 +109,7 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
       files.write_json(os.path.join(tmp, 'upcycle_scores.json'), scores)
     run_record.write(tmp, run_info)
     lineage.write(tmp, history)
-    out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
+    out = checkpoint.Manager(os.path.join(tmp, files.CHECKPOINTS), async_save=False)
     # The data stream goes on where the source stopped (seed 000 §5.1: CPT
     # reads data pre-training did not); a resumed or grown run keeps seed,
     # batch_size and seq_len (files.check_compatible), so the position holds.

@@ -23,6 +23,7 @@ from moe_jax.models import config as model_config
 CONFIG = 'config.json'
 RUN = 'run.json'
 METRICS = 'metrics.jsonl'
+CHECKPOINTS = 'checkpoints'   # the Orbax step directories of a workdir
 
 
 def write_json(path, record):
