@@ -29,19 +29,7 @@ import json
 import os
 
 from moe_jax.errors import ConfigError
-
-
-def _read_json(path):
-  try:
-    with open(path, encoding='utf-8') as f:
-      record = json.load(f)
-  except (OSError, UnicodeDecodeError) as e:
-    raise ConfigError(f'{path}: cannot read ({e})') from None
-  except json.JSONDecodeError as e:
-    raise ConfigError(f'{path}: not JSON ({e.msg})') from None
-  if not isinstance(record, dict):
-    raise ConfigError(f'{path}: expected a JSON object, got {type(record).__name__}')
-  return record
+from moe_jax.workdir import files
 
 
 def _field(record, dotted, where):
@@ -59,7 +47,7 @@ def read_run(workdir):
   path = os.path.join(workdir, 'run.json')
   if not os.path.isfile(path):
     raise ConfigError(f'workdir {workdir}: no run.json (written by the trainer at start)')
-  return _read_json(path)
+  return files.read_json(path)
 
 
 def last_val_loss(workdir):
@@ -97,7 +85,7 @@ def read_stages(workdir):
   path = os.path.join(workdir, 'lineage.json')
   if not os.path.isfile(path):
     return None
-  stages = _field(_read_json(path), 'stages', path)
+  stages = _field(files.read_json(path), 'stages', path)
   if not isinstance(stages, list) or not stages:
     raise ConfigError(f'{path}: "stages" is not a non-empty list')
   return stages

@@ -47,7 +47,7 @@ class _Toy:
 
 @pytest.fixture
 def toy(monkeypatch):
-  monkeypatch.setattr(routers, '_REGISTRY', dict(routers._REGISTRY))  # pylint: disable=protected-access
+  monkeypatch.setattr(routers.REGISTRY, 'entries', dict(routers.REGISTRY.entries))
   routers.register('toy')(_Toy)
   yield
 

@@ -32,7 +32,7 @@ def _toy_build(src, dst, args):
 
 @pytest.fixture
 def toy_recipe(monkeypatch):
-  monkeypatch.setattr(recipes, '_REGISTRY', dict(recipes._REGISTRY))  # pylint: disable=protected-access
+  monkeypatch.setattr(recipes.REGISTRY, 'entries', dict(recipes.REGISTRY.entries))
   recipes.register('toy_more_active', dict(extra=1), target=_more_active,
                    description='k -> k + extra')(_toy_build)
   yield

@@ -7,7 +7,8 @@ the routing distribution the balance loss and entropy see, and the logits
 the z-loss sees, or None for a router without logits), so the MoE block,
 routing analysis and parameter accounting never branch on a router's name.
 
-A router is a class registered under its name with three static methods:
+A router is a class (a subclass of `Base` gets defaults for the last two)
+registered under its name, with three static methods:
   route(cfg, x_BLD, tokens_BL) -> Routing
       called inside the MoE block's compact `__call__`, so a Linen module it
       builds with `name='router'` holds its params at `layers_i/moe/router/...`
@@ -17,11 +18,9 @@ A router is a class registered under its name with three static methods:
 Every module of this package is imported when the package is, so a new
 router is one file here (plus its test); see docs/architecture.md.
 """
-import importlib
-import pkgutil
 from typing import Any, NamedTuple
 
-from moe_jax.errors import ConfigError
+from moe_jax import registry
 
 
 class Routing(NamedTuple):
@@ -31,28 +30,33 @@ class Routing(NamedTuple):
   logits_BLE: Any   # float32 router logits (z-loss), or None
 
 
-_REGISTRY = {}
+class Base:
+  """What a router need not write: no parameters to count, no options to check."""
+
+  @staticmethod
+  def num_params(d_model, moe):
+    del d_model, moe
+    return 0
+
+  @staticmethod
+  def check(moe):
+    del moe
+
+
+REGISTRY = registry.Registry('moe.router')
 
 
 def register(name):
   """Class decorator: makes `moe.router=name` build this router."""
-  def add(cls):
-    if name in _REGISTRY and _REGISTRY[name] is not cls:
-      raise ValueError(f'router {name!r} is registered twice')
-    _REGISTRY[name] = cls
-    return cls
-  return add
+  return lambda cls: REGISTRY.register(name, cls)
 
 
 def names():
-  return tuple(_REGISTRY)
+  return REGISTRY.names()
 
 
 def get(name):
-  if name not in _REGISTRY:
-    raise ConfigError(f'moe.router={name!r} is not one of {names()}')
-  return _REGISTRY[name]
+  return REGISTRY.get(name)
 
 
-for _module in pkgutil.iter_modules(__path__):
-  importlib.import_module(f'{__name__}.{_module.name}')
+registry.import_all(__path__, __name__)

@@ -9,7 +9,8 @@ from moe_jax.models import routers
 
 
 @routers.register('hash')
-class Hash:
+class Hash(routers.Base):
+  """Experts by token id alone: the same k experts for a token everywhere."""
 
   @staticmethod
   def route(cfg, x_BLD, tokens_BL):
@@ -20,11 +21,6 @@ class Hash:
     gates_BLk = jnp.full(idx_BLk.shape, 1.0 / m.top_k, jnp.float32)
     probs_BLE = jnp.sum(jax.nn.one_hot(idx_BLk, m.num_experts), axis=-2) / m.top_k
     return routers.Routing(idx_BLk, gates_BLk, probs_BLE, None)
-
-  @staticmethod
-  def num_params(d_model, moe):
-    del d_model, moe
-    return 0
 
   @staticmethod
   def check(moe):

@@ -5,7 +5,9 @@ from moe_jax.models import routers
 
 
 @routers.register('learned')
-class Learned:
+class Learned(routers.Base):
+  """Scores from the token's hidden state; top-k selection (router.select)
+  by moe.score and moe.order, gates renormalised if moe.renormalize."""
 
   @staticmethod
   def route(cfg, x_BLD, tokens_BL):
@@ -20,7 +22,3 @@ class Learned:
   @staticmethod
   def num_params(d_model, moe):
     return d_model * moe.num_experts + (moe.num_experts if moe.use_bias else 0)
-
-  @staticmethod
-  def check(moe):
-    del moe

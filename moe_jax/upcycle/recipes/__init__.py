@@ -22,9 +22,9 @@ for in-run transitions.
 """
 import dataclasses
 import importlib
-import pkgutil
 from typing import Any, Callable, Optional
 
+from moe_jax import registry
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import mapping, ops
 from moe_jax.upcycle.rules import Rule
@@ -67,27 +67,25 @@ class Spec:
   description: str = ''
 
 
-_REGISTRY = {}
+REGISTRY = registry.Registry('upcycle.recipe')
 
 
 def register(name, defaults, target=None, uses_factor=False, description=None):
   """Decorator on a recipe's build function: `upcycle.recipe=name` runs it."""
   def add(build):
     module = importlib.import_module(build.__module__)
-    _REGISTRY[name] = Spec(name, build, dict(COMMON, **defaults), target, uses_factor,
-                           (description or module.__doc__ or '').strip())
+    REGISTRY.register(name, Spec(name, build, dict(COMMON, **defaults), target, uses_factor,
+                                 (description or module.__doc__ or '').strip()))
     return build
   return add
 
 
 def names():
-  return tuple(_REGISTRY)
+  return REGISTRY.names()
 
 
 def get(name):
-  if name not in _REGISTRY:
-    raise ConfigError(f'upcycle.recipe={name!r} is not one of {names()}')
-  return _REGISTRY[name]
+  return REGISTRY.get(name)
 
 
 def defaults(name):
@@ -146,5 +144,4 @@ def copy_rest():
   return Rule(r'(.*)', (r'\1',), ops.copy())
 
 
-for _module in pkgutil.iter_modules(__path__):
-  importlib.import_module(f'{__name__}.{_module.name}')
+registry.import_all(__path__, __name__)
