@@ -41,8 +41,8 @@ def main(argv=None):
   table = lineage_table.rows(record, step)
   problems = lineage.check(record, workdir)
   if args.json:
-    print(json.dumps(dict(workdir=workdir, step=step, chain=lineage_table.chain(table), stages=table,
-                          problems=problems, record=record), indent=1))
+    print(json.dumps(dict(workdir=workdir, step=step, chain=lineage_table.chain(table),
+                          stages=table, problems=problems, record=record), indent=1))
   else:
     print(lineage_table.chain(table) + '\n\n' + _text(table))
     for problem in problems:

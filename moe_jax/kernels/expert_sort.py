@@ -1,5 +1,7 @@
-"""Expert sort (not dispatch: that is moe_jax/models/dispatch.py): where each (token, choice) assignment sits once sorted by
-expert, with every expert group padded to a multiple of the row tile.
+"""The expert sort under the grouped kernels: where each (token, choice)
+assignment sits once sorted by expert, with every expert group padded to a
+multiple of the row tile. (Dispatch itself, choosing a path, is
+moe_jax/models/dispatch.py.)
 
 A counting sort, not a comparison sort: a histogram over experts gives the
 group sizes, an exclusive prefix sum over the padded sizes gives the group

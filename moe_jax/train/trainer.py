@@ -222,7 +222,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
   train_it = pipeline.train_iterator(config, tokenizer)
   val_batches = pipeline.eval_batches(config, tokenizer) if config.eval_every_steps else []
   restored = _restore(config, dst_config, mesh, program, workdir, train_it)
-  program, state, start = restored.program, restored.state, restored.step
+  program, state, start, damaged = (restored.program, restored.state, restored.step,
+                                    restored.damaged)
   last_saved = start if state is not None else None
   if state is None:
     init_params = checkpoint.restore_params(config.init_from, checkpoint.abstract_like(
@@ -239,12 +240,12 @@ def train_and_evaluate(config, workdir, stop_at=None):
   # Every check has passed: the first write.
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
-    for step_ in restored.damaged:
+    for step_ in damaged:
       _set_aside(os.path.join(workdir, files.CHECKPOINTS), step_)
     cache = pipeline.tokenizer_cache(config, workdir)
     if cache and not os.path.exists(cache):
       files.write_text(cache, tokenizer.to_json())
-  if restored.damaged and jax.process_count() > 1:   # every process opens the manager after the move
+  if damaged and jax.process_count() > 1:   # every process opens the manager after the move
     multihost_utils.sync_global_devices('moe_jax: damaged checkpoints set aside')
   _write_json(workdir, files.CONFIG, config.to_dict())
   _write_json(workdir, files.RUN, run_info)
