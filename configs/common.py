@@ -109,7 +109,7 @@ def upcycle():
   groups, e.g. target.moe.num_experts for dense_to_moe)."""
   return ml_collections.ConfigDict(dict(
       step=0,                # in-run transition step tau (0: none)
-      recipe='',             # a recipe of moe_jax/upcycle/recipes/: dense_to_moe | expand_experts ...
+      recipe='',             # a recipe of moe_jax/upcycle/recipes/ (dense_to_moe, ...)
       factor=2,              # expansion factor m (experts, or depth)
       args=ml_collections.ConfigDict(),    # recipe options: its file in moe_jax/upcycle/recipes/
       target=ml_collections.ConfigDict(),  # overrides of the target config
