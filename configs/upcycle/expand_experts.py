@@ -22,11 +22,11 @@ from moe_jax.upcycle import recipes
 
 
 def get_config(arg=None):
-  d = recipes.defaults('expand_experts')
-  arg = common.parse_arg(arg, factor=2, allocation=d['allocation'], metric='grad_norm',
-                         batches=64, layout=d['layout'], delta=d['delta'],
-                         expert=d['expert_heuristic'], router=d['router_heuristic'])
-  up = common.upcycle()
+  up, d = common.upcycle(), recipes.defaults('expand_experts')
+  arg = common.parse_arg(arg, factor=up.factor, allocation=d['allocation'],
+                         metric=up.utility_metric, batches=up.utility_batches,
+                         layout=d['layout'], delta=d['delta'], expert=d['expert_heuristic'],
+                         router=d['router_heuristic'])
   up.recipe, up.factor = 'expand_experts', arg.factor
   up.utility_metric, up.utility_batches = arg.metric, arg.batches
   up.args = common.expand_args(arg.allocation, arg.delta, arg.expert, arg.router, arg.layout)

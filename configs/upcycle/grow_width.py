@@ -15,9 +15,8 @@ from moe_jax.upcycle import recipes
 
 
 def get_config(arg=None):
-  d = recipes.defaults('grow_width')
-  arg = common.parse_arg(arg, factor=2, alpha=d['alpha'], layout=d['layout'])
-  up = common.upcycle()
+  up, d = common.upcycle(), recipes.defaults('grow_width')
+  arg = common.parse_arg(arg, factor=up.factor, alpha=d['alpha'], layout=d['layout'])
   up.recipe, up.factor = 'grow_width', arg.factor
   up.args = ml_collections.ConfigDict(dict(alpha=arg.alpha, layout=arg.layout))
   return up
