@@ -103,7 +103,7 @@ def test_opt_state_policies():
     ('dense_to_moe', {}, dict(num_experts=2, top_k=3), {}, 'top_k=3 exceeds'),
     ('grow_width', dict(num_experts=2, top_k=1), dict(num_experts=4, top_k=1), {},
      'top_k must be 2'),
-    ('shrink', {}, {}, {}, "recipe 'shrink' is not one of"),
+    ('shrink', {}, {}, {}, "upcycle.recipe='shrink' is not one of"),
     ('expand_experts', dict(num_experts=2), dict(num_experts=4),
      dict(delta=0, expert_heuristic='magic'), "expert_heuristic='magic'"),
     ('expand_experts', dict(num_experts=2), dict(num_experts=4),
