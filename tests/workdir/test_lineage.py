@@ -108,19 +108,19 @@ def test_record_import_and_file_digest(tmp_path):
   src = tmp_path / 'hf'
   src.mkdir()
   (src / 'model.safetensors').write_bytes(b'weights')
-  digest = digest.file_digest(str(src))
-  assert digest != digest.file_digest(str(src / 'model.safetensors'))
+  sha = digest.file_digest(str(src))
+  assert sha != digest.file_digest(str(src / 'model.safetensors'))
   (src / 'model.safetensors').write_bytes(b'weights!')
-  assert digest.file_digest(str(src)) != digest
+  assert digest.file_digest(str(src)) != sha
   workdir = str(tmp_path / 'imported')
   os.makedirs(workdir)
   lineage.write(workdir, lineage.record_import(workdir, DENSE, 'HuggingFaceTB/SmolLM2-135M',
-                                               digest, tokens=2e12, arch='llama'))
+                                               sha, tokens=2e12, arch='llama'))
   # The trainer's first start keeps the import and learns its tokens per step.
   record = lineage.for_run(workdir, dict(tokens_per_step=64, model=DENSE), 'init_from', 0)
   (root,) = record['stages']
   assert root['origin']['how'] == 'hf_import' and root['origin']['arch'] == 'llama'
-  assert root['origin']['parent'] == dict(hf='HuggingFaceTB/SmolLM2-135M', sha256=digest)
+  assert root['origin']['parent'] == dict(hf='HuggingFaceTB/SmolLM2-135M', sha256=sha)
   assert (root['tokens_before'], root['tokens_per_step']) == (2e12, 64)
   assert 'import HuggingFaceTB/SmolLM2-135M' in lineage_table.markdown(record, step=3)
 
