@@ -1,8 +1,8 @@
 """Shared config pieces: every config file starts from `base()`.
 
 Each key has one home. Groups:
-  model  transformer shape (presets in moe_jax/models/presets.py)
-  moe    experts, router, balancing, dispatch, layer pattern
+  model  transformer shape (defaults: moe_jax/models/config.py; presets: models/presets.py)
+  moe    experts, router, balancing, dispatch, layer pattern (defaults: models/config.py)
   opt    optimizer and learning-rate schedule
   data   corpus, tokenizer, packing
   ckpt   Orbax checkpointing
@@ -11,6 +11,8 @@ Each key has one home. Groups:
   phases   per-phase LR and router-loss multipliers (seed 001's three-phase CPT)
 """
 import ml_collections
+
+from moe_jax.models import config as model_config
 
 
 def parse_arg(arg, **defaults):
@@ -38,59 +40,15 @@ def parse_arg(arg, **defaults):
 
 
 def model():
-  """A CPU-sized Llama-style decoder (the `tiny` preset)."""
-  return ml_collections.ConfigDict(dict(
-      vocab_size=0,          # 0: take the tokenizer's vocabulary size
-      d_model=64,
-      num_layers=2,
-      num_heads=4,
-      num_kv_heads=2,
-      head_dim=16,
-      d_ff=256,              # dense MLP width
-      rope_theta=10_000.0,
-      rope_scaling='none',   # none | llama3 (Llama 3's long-context rule, four keys below)
-      rope_factor=8.0,
-      rope_low_freq_factor=1.0,
-      rope_high_freq_factor=4.0,
-      rope_original_max_len=8192,
-      max_position_embeddings=0,  # the context the model is meant for; only exported (0: seq_len)
-      norm_eps=1e-6,
-      qk_norm=False,         # RMSNorm over each head's q and k before RoPE (Qwen3)
-      qkv_bias=False,        # biases on the q, k, v projections (Qwen2)
-      norm_position='pre',   # pre: x + F(norm(x)) | post: norm(x + F(x)) (seed 003 App. C)
-      tie_embeddings=False,
-      dtype='float32',       # compute dtype; params stay float32
-      init_std=0.02,
-      attention='auto',      # auto (per platform) | reference | blocked (kernels/attention_cpu.py)
-  ))
+  """A CPU-sized Llama-style decoder (the `tiny` preset). Each key's default
+  and meaning has one home: ModelConfig in moe_jax/models/config.py."""
+  return ml_collections.ConfigDict(model_config.defaults(model_config.ModelConfig))
 
 
 def moe():
-  """MoE block settings; num_experts=0 makes every layer dense."""
-  return ml_collections.ConfigDict(dict(
-      num_experts=0,
-      top_k=2,
-      d_ff=0,                # per-expert width; 0: same as model.d_ff
-      num_shared_experts=0,
-      # Layer pattern: layer i is MoE iff i >= first_dense and
-      # (i - first_dense) % every == every - 1. every=1: all MoE; every=2: Llama-4 style.
-      every=1,
-      first_dense=0,
-      router='learned',      # learned | hash
-      hash_seed=0,           # hash router: table = f(vocab_size, num_experts, hash_seed)
-      score='softmax',       # softmax | sigmoid
-      order='softmax_then_topk',  # softmax_then_topk | topk_then_softmax
-      renormalize=True,      # renormalise the selected top-k gates to sum to 1
-      router_init_std=0.0,   # 0: sqrt(2 / (5 d_model)), seed 002 appendix A.6
-      jitter=0.0,            # multiplicative input jitter while training
-      use_bias=False,        # selection-only bias, aux-loss-free balancing
-      bias_update_rate=1e-3,
-      balance_loss_weight=0.01,
-      balance_scope='global',  # global | sequence
-      z_loss_weight=1e-3,
-      dispatch='auto',       # auto (per platform) | reference | einsum | ragged | grouped | pallas
-      capacity_factor=1.25,  # einsum dispatch only
-  ))
+  """MoE block settings; num_experts=0 makes every layer dense. Each key's
+  default and meaning has one home: MoEConfig in moe_jax/models/config.py."""
+  return ml_collections.ConfigDict(model_config.defaults(model_config.MoEConfig))
 
 
 def opt():
@@ -150,14 +108,14 @@ def mesh():
 def upcycle():
   """Growing a model: in-run at step `step` (the trainer), or between checkpoints
   (python -m moe_jax.upcycle). The target config is the source config with
-  the recipe's change (experts x factor; experts and top_k x factor for
-  grow_width; layers by args.method for grow_depth) and then `target`'s
-  overrides (nested groups, e.g. target.moe.num_experts for dense_to_moe)."""
+  the recipe's own change (its `target` in moe_jax/upcycle/recipes/: experts
+  x factor for expand_experts, ...) and then `target`'s overrides (nested
+  groups, e.g. target.moe.num_experts for dense_to_moe)."""
   return ml_collections.ConfigDict(dict(
       step=0,                # in-run transition step tau (0: none)
-      recipe='',             # dense_to_moe | expand_experts | grow_width | grow_depth | dus
+      recipe='',             # a recipe of moe_jax/upcycle/recipes/ (dense_to_moe, ...)
       factor=2,              # expansion factor m (experts, or depth)
-      args=ml_collections.ConfigDict(),    # recipe options, moe_jax/upcycle/recipes.py
+      args=ml_collections.ConfigDict(),    # recipe options: its file in moe_jax/upcycle/recipes/
       target=ml_collections.ConfigDict(),  # overrides of the target config
       utility_metric='grad_norm',          # args.allocation=utility: grad_norm | saliency |
       utility_batches=64,                  #   weight_norm | curvature, over this many batches
@@ -182,9 +140,9 @@ def phases():
   return ml_collections.ConfigDict(dict(fractions=(), lr=(), balance=(), z_loss=()))
 
 
-def expand_args(allocation='uniform', delta=1e-3, expert='copy', router='copy',
-                layout='append'):
-  """`upcycle.args` of recipe expand_experts (seed 000 Definition 3.1).
+def expand_args(allocation=None, delta=None, expert=None, router=None, layout=None):
+  """`upcycle.args` of recipe expand_experts (seed 000 Definition 3.1); None
+  takes the recipe's default (moe_jax/upcycle/recipes/expand_experts.py).
 
   `delta` is the U(-delta, delta) noise on the replicas' router biases (the
   seed's default; needs moe.use_bias). `expert_args` and `router_args` hold
@@ -193,9 +151,13 @@ def expand_args(allocation='uniform', delta=1e-3, expert='copy', router='copy',
   command-line override: `expert=copy_noise` and then
   `--config.upcycle.args.expert_args.lam=0.05`.
   """
-  from moe_jax.upcycle import heuristics  # pylint: disable=g-import-not-at-top
+  from moe_jax.upcycle import heuristics, recipes  # pylint: disable=g-import-not-at-top
+  d = recipes.defaults('expand_experts')
+  pick = lambda value, key: d[key] if value is None else value
+  expert, router = pick(expert, 'expert_heuristic'), pick(router, 'router_heuristic')
   return ml_collections.ConfigDict(dict(
-      allocation=allocation, layout=layout, delta=delta,
+      allocation=pick(allocation, 'allocation'), layout=pick(layout, 'layout'),
+      delta=pick(delta, 'delta'),
       expert_heuristic=expert,
       expert_args=heuristics.options('expert', expert, {}),
       router_heuristic=router,

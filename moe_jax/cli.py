@@ -10,6 +10,7 @@ and XLA compile threads cut off by Ctrl-C each print tracebacks or crash.
 """
 import ast
 import functools
+import json
 import logging as std_logging
 import os
 import sys
@@ -44,6 +45,14 @@ def run_reporting_errors(fn, *args):
     _exit(f'error: {_one_line(e)}', 1)
   except KeyboardInterrupt:
     _exit('interrupted', 130)
+
+
+def print_json_result(argv, fn, *args):
+  """The main of a flags-only command whose result is one JSON line: extra
+  arguments are a usage error, `fn(*args)` runs under run_reporting_errors."""
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  print(json.dumps(run_reporting_errors(fn, *args)))
 
 
 def _config_flags():

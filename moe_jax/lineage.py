@@ -16,15 +16,15 @@ import sys
 from absl import flags
 
 from moe_jax import cli
-from moe_jax.workdir import lineage
+from moe_jax.workdir import lineage, lineage_table
 
 
 def _text(table):
-  cells = [lineage.cells(r) for r in table]
-  keys = [k for k, _ in lineage.COLUMNS]
-  width = {k: max(len(t), *(len(c[k]) for c in cells)) for k, t in lineage.COLUMNS}
+  cells = [lineage_table.cells(r) for r in table]
+  keys = [k for k, _ in lineage_table.COLUMNS]
+  width = {k: max(len(t), *(len(c[k]) for c in cells)) for k, t in lineage_table.COLUMNS}
   line = lambda row: '  '.join(row[k].ljust(width[k]) for k in keys).rstrip()
-  return '\n'.join([line(dict(lineage.COLUMNS))] + [line(c) for c in cells])
+  return '\n'.join([line(dict(lineage_table.COLUMNS))] + [line(c) for c in cells])
 
 
 def text(directory, as_json=False):
@@ -33,12 +33,12 @@ def text(directory, as_json=False):
   workdir, _ = lineage.locate(directory)
   lineage.read(workdir)   # DIR's own record malformed (a cycle, steps going back): refused
   record, step = lineage.at_checkpoint(directory)
-  table = lineage.rows(record, step)
+  table = lineage_table.rows(record, step)
   problems = lineage.check(record, workdir)
   if as_json:
-    return json.dumps(dict(workdir=workdir, step=step, chain=lineage.chain(table), stages=table,
-                           problems=problems, record=record), indent=1) + '\n'
-  return '\n'.join([lineage.chain(table) + '\n\n' + _text(table)] +
+    return json.dumps(dict(workdir=workdir, step=step, chain=lineage_table.chain(table),
+                           stages=table, problems=problems, record=record), indent=1) + '\n'
+  return '\n'.join([lineage_table.chain(table) + '\n\n' + _text(table)] +
                    [f'warning: {p}' for p in problems]) + '\n'
 
 

@@ -1,6 +1,6 @@
 """Device mesh, logical axis names and the rules that map them to mesh axes.
 
-Sharding is annotated, not hard-coded (DESIGN.md principle 4). Every param
+Sharding is annotated, not hard-coded (docs/architecture.md). Every param
 gets logical axis names from its path (`PARAM_AXES`, paths as in
 docs/internals.md); `rules` map each logical name to a tuple of mesh axes. The
 same model then runs data-parallel, FSDP, expert-parallel or tensor-parallel

@@ -14,16 +14,18 @@ _PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 ALLOWED = {
     'errors': set(),
     'atomic': set(),
+    'json_file': {'errors'},
+    'registry': {'errors'},
     'kernels': {'errors'},
     'sharding': {'errors'},
     'parallel': {'errors', 'kernels', 'sharding'},
-    'models': {'errors', 'kernels', 'sharding', 'parallel'},
+    'models': {'errors', 'kernels', 'sharding', 'parallel', 'registry'},
     'data': {'errors', 'atomic'},
-    'workdir': {'errors', 'atomic', 'sharding', 'models'},
-    'upcycle': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir'},
+    'workdir': {'errors', 'atomic', 'json_file', 'sharding', 'models'},
+    'upcycle': {'errors', 'atomic', 'registry', 'sharding', 'models', 'data', 'workdir'},
     'eval': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
     'interop': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
-    'scaling_laws': {'errors', 'atomic'},
+    'scaling_laws': {'errors', 'atomic', 'json_file'},
 }
 
 

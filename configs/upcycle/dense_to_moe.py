@@ -19,11 +19,14 @@ applies next; `bias=False` gives a router without it (seeds 002 and 004).
 import ml_collections
 
 from configs import common
+from moe_jax.upcycle import recipes
 
 
 def get_config(arg=None):
-  arg = common.parse_arg(arg, experts=8, top_k=2, every=1, d_ff=0, init='copy', noise=0.01,
-                         drop_ratio=0.5, router_init='normal', seed=0, bias=True)
+  d = recipes.defaults('dense_to_moe')
+  arg = common.parse_arg(arg, experts=8, top_k=2, every=1, d_ff=0, init=d['expert_init'],
+                         noise=d['noise'], drop_ratio=d['drop_ratio'],
+                         router_init=d['router_init'], seed=0, bias=True)
   up = common.upcycle()
   up.recipe, up.seed = 'dense_to_moe', arg.seed
   up.target = ml_collections.ConfigDict({'moe': dict(

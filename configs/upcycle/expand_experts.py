@@ -18,12 +18,15 @@ Not function-preserving: copies tie in the top-k, and the report gives the
 loss jump.
 """
 from configs import common
+from moe_jax.upcycle import recipes
 
 
 def get_config(arg=None):
-  arg = common.parse_arg(arg, factor=2, allocation='uniform', metric='grad_norm', batches=64,
-                         layout='append', delta=1e-3, expert='copy', router='copy')
-  up = common.upcycle()
+  up, d = common.upcycle(), recipes.defaults('expand_experts')
+  arg = common.parse_arg(arg, factor=up.factor, allocation=d['allocation'],
+                         metric=up.utility_metric, batches=up.utility_batches,
+                         layout=d['layout'], delta=d['delta'], expert=d['expert_heuristic'],
+                         router=d['router_heuristic'])
   up.recipe, up.factor = 'expand_experts', arg.factor
   up.utility_metric, up.utility_batches = arg.metric, arg.batches
   up.args = common.expand_args(arg.allocation, arg.delta, arg.expert, arg.router, arg.layout)

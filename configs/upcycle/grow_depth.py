@@ -10,10 +10,12 @@ so the pattern is kept; the `first_dense` leading layers are kept once.
 import ml_collections
 
 from configs import common
+from moe_jax.upcycle import recipes
 
 
 def get_config(arg=None):
-  arg = common.parse_arg(arg, method='interpose', factor=2, percent=0.0)
+  d = recipes.defaults('grow_depth')
+  arg = common.parse_arg(arg, method=d['method'], factor=d['factor'], percent=d['percent'])
   up = common.upcycle()
   up.recipe, up.factor = 'grow_depth', arg.factor
   up.args = ml_collections.ConfigDict(dict(method=arg.method, percent=arg.percent))

@@ -11,11 +11,12 @@ the selection bias (moe.use_bias; copies get bias/m under softmax scores).
 import ml_collections
 
 from configs import common
+from moe_jax.upcycle import recipes
 
 
 def get_config(arg=None):
-  arg = common.parse_arg(arg, factor=2, alpha=0.01, layout='append')
-  up = common.upcycle()
+  up, d = common.upcycle(), recipes.defaults('grow_width')
+  arg = common.parse_arg(arg, factor=up.factor, alpha=d['alpha'], layout=d['layout'])
   up.recipe, up.factor = 'grow_width', arg.factor
   up.args = ml_collections.ConfigDict(dict(alpha=arg.alpha, layout=arg.layout))
   return up

@@ -47,7 +47,7 @@ import numpy as np
 from experiments.bench import cpu_step
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import backend as backend_lib
-from moe_jax.kernels import dispatch as dispatch_lib
+from moe_jax.kernels import expert_sort
 from moe_jax.kernels import gmm as gmm_lib
 from moe_jax.kernels import moe_ffn as moe_ffn_lib
 from moe_jax.kernels import permute
@@ -206,7 +206,7 @@ def _sorted_rows(x_TD, idx_Tk, num_experts):
 def _routed(x_TD, idx_Tk, num_experts, b):
   """The Pallas path's routing metadata and expert-sorted, padded rows: the
   inputs of its grouped matmul when timed alone."""
-  r = jax.jit(lambda i: dispatch_lib.route(i, num_experts, b.tile_m))(idx_Tk)
+  r = jax.jit(lambda i: expert_sort.route(i, num_experts, b.tile_m))(idx_Tk)
   return r, jax.jit(lambda x, r: permute.dispatch(x, r, b))(x_TD, r)
 
 
@@ -264,7 +264,7 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
   peers = _peer_gmms()
   pieces.update(_measure(peers, (rows_MD, ws[0], sizes_E), warmup, reps))
   pieces.update(_measure({'dispatch': jax.jit(lambda x, i: permute.dispatch(
-      x, dispatch_lib.route(i, e, b.tile_m), b))}, (x_TD, idx_Tk), warmup,
+      x, expert_sort.route(i, e, b.tile_m), b))}, (x_TD, idx_Tk), warmup,
                          reps))
   pieces.update(_measure({'combine': jax.jit(
       lambda y, g, r: permute.combine(y, g, r, b, dtype))},

@@ -39,7 +39,7 @@ from jax import export
 from jax._src.pallas.triton import lowering as pallas_triton_lowering
 
 from moe_jax.kernels import backend as backend_lib
-from moe_jax.kernels import dispatch as dispatch_lib
+from moe_jax.kernels import expert_sort
 from moe_jax.kernels import gmm as gmm_lib
 from moe_jax.kernels import permute
 
@@ -104,7 +104,7 @@ def kernels(num_tokens, d_model, d_ff, num_experts, top_k, b):
   s = jax.ShapeDtypeStruct
   bf16 = jnp.bfloat16
   routing = jax.eval_shape(
-      lambda i: dispatch_lib.route(i, num_experts, b.tile_m),
+      lambda i: expert_sort.route(i, num_experts, b.tile_m),
       s((num_tokens, top_k), jnp.int32))
   rows = routing.row_token_R.shape[0]
   x_TD, x_RD, h_RF = (s((num_tokens, d_model), bf16), s((rows, d_model), bf16),

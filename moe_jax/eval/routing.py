@@ -24,7 +24,6 @@ import numpy as np
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
 from moe_jax.eval import restore
-from moe_jax.models import router as router_lib
 from moe_jax.workdir import files
 
 CHAR_CLASSES = ('whitespace', 'punctuation', 'digit', 'capital', 'lower')
@@ -68,33 +67,15 @@ def token_groups(tokens_BL, valid_BL, tok):
   return groups
 
 
-def _is_router(module, method_name):
-  return isinstance(module, router_lib.Router) and method_name == '__call__'
-
-
 def experts_of(model, params, batch):
   """{layer name: top-k expert ids [B, L, k]} of one batch, as the model routes
-  it at evaluation (no jitter): the router's logits, captured, through the same
-  router_lib.select the MoE block uses (or the hash table)."""
+  it at evaluation (no jitter): the routing record each MoE block sows
+  (moe_jax/models/routers/), whatever its router."""
   cfg = model.cfg
-  m = cfg.moe
   _, state = model.apply({'params': params}, batch['inputs'], segment_ids=batch['segment_ids'],
-                         positions=batch['positions'], capture_intermediates=_is_router,
-                         mutable=['intermediates'])
-  out = {}
-  for i in range(cfg.num_layers):
-    if not cfg.is_moe_layer(i):
-      continue
-    name = f'layers_{i}'
-    if m.router == 'hash':
-      idx_BLk, _, _ = router_lib.hash_route(batch['inputs'], cfg.vocab_size, m.num_experts,
-                                            m.top_k, m.hash_seed)
-    else:
-      (logits_BLE, bias_E), = state['intermediates'][name]['moe']['router']['__call__']
-      idx_BLk, _, _ = router_lib.select(logits_BLE, bias_E, m.top_k, m.score, m.order,
-                                        m.renormalize)
-    out[name] = idx_BLk
-  return out
+                         positions=batch['positions'], mutable=['intermediates'])
+  return {f'layers_{i}': state['intermediates'][f'layers_{i}']['moe']['routing'][0].idx_BLk
+          for i in cfg.moe_layers}
 
 
 def analyse(model, params, batches, tok):

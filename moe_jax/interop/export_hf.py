@@ -11,9 +11,7 @@ for (interleaved dense layers in Mixtral, shared experts, sigmoid scores, a
 selection bias, ...) is a one-line error. OUT appears whole or not at all and
 must not exist unless --overwrite. Prints a one-line JSON summary.
 """
-import json
-
-from absl import app, flags
+from absl import flags
 
 from moe_jax import cli
 from moe_jax.interop import exporter
@@ -26,11 +24,8 @@ flags.mark_flags_as_required(['ckpt', 'out'])
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  summary = cli.run_reporting_errors(exporter.export_checkpoint, _CKPT.value, _OUT.value,
-                                     _ARCH.value, _OVERWRITE.value)
-  print(json.dumps(summary))
+  cli.print_json_result(argv, exporter.export_checkpoint, _CKPT.value, _OUT.value, _ARCH.value,
+                        _OVERWRITE.value)
 
 
 if __name__ == '__main__':

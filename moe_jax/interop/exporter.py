@@ -26,7 +26,7 @@ from moe_jax.data import tokenizer as tokenizer_lib
 from moe_jax.interop import archs, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
 from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint, containment, lineage, staging
+from moe_jax.workdir import checkpoint, containment, lineage, lineage_table, staging
 
 CARD_FILE = 'README.md'
 
@@ -61,7 +61,7 @@ def model_card(arch, source, record, step):
       f'# {arch} exported by moe_jax', '',
       f'Exported from the moe_jax checkpoint `{source}` (step {step}) by '
       '`python -m moe_jax.interop.export_hf`.', '',
-      lineage.markdown(record, step)])
+      lineage_table.markdown(record, step)])
 
 
 def _tokenizer_files(tok):

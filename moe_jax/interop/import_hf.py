@@ -13,9 +13,7 @@ every other key (seq_len, batch_size, data, ...) from --config, or
 configs/common.py. Prints a one-line JSON summary. docs/interop.md has the
 SmolLM2 example.
 """
-import json
-
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from configs import common
@@ -31,11 +29,8 @@ flags.mark_flags_as_required(['src', 'workdir'])
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  summary = cli.run_reporting_errors(importer.import_checkpoint, _SRC.value, _WORKDIR.value,
-                                     _CONFIG.value or common.base(), _OVERWRITE.value)
-  print(json.dumps(summary))
+  cli.print_json_result(argv, importer.import_checkpoint, _SRC.value, _WORKDIR.value,
+                        _CONFIG.value or common.base(), _OVERWRITE.value)
 
 
 if __name__ == '__main__':

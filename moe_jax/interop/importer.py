@@ -25,7 +25,7 @@ from moe_jax.errors import ConfigError
 from moe_jax.interop import archs, gguf_io, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
 from moe_jax.train import config_check
-from moe_jax.workdir import checkpoint, containment, files, lineage, run_record, staging
+from moe_jax.workdir import checkpoint, containment, digest, files, lineage, run_record, staging
 
 
 def read(src):
@@ -71,13 +71,13 @@ def import_checkpoint(src, workdir, base_config, overwrite=False):
   workdir = staging.check(workdir, overwrite, '--workdir')
   config, params, tok, specials, arch = convert(src, base_config)
   history = lineage.record_import(workdir, run_record.summary(config), os.path.abspath(src),
-                                  lineage.file_digest(src), arch=arch)
+                                  digest.file_digest(src), arch=arch)
   with staging.staged(workdir) as tmp:
     files.write_config(tmp, config)
     tok.save(os.path.join(tmp, pipeline.TOKENIZER_FILE))
     files.write_json(os.path.join(tmp, SPECIALS_FILE), specials)
     lineage.write(tmp, history)
-    out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
+    out = checkpoint.Manager(os.path.join(tmp, files.CHECKPOINTS), async_save=False)
     out.save(0, jax.tree.map(jnp.asarray, params),
              meta=dict(imported_from=os.path.abspath(src), arch=arch, lineage=history,
                        config=config.to_dict()))

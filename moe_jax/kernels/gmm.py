@@ -4,7 +4,7 @@
          dlhs_RK[r] = dout_RN[r] @ rhs_EKN[group(r)]^T         (input gradient)
   tgmm:  drhs_EKN[e] = sum_{r in group e} lhs_RK[r]^T dout_RN[r] (weight grad)
 
-Rows come from `dispatch.route`: groups are padded to whole row tiles, so each
+Rows come from `expert_sort.route`: groups are padded to whole row tiles, so each
 tile multiplies against one expert's weights and no product is ever computed
 densely over all experts (unlike ragged_dot's weight gradient on GPU). Unused
 tiles past `num_tiles` are skipped and written as zeros.

@@ -4,7 +4,7 @@
 
 Same contract as `reference.moe_ffn`, dropless. The assignments are sorted by
 expert into a buffer whose groups are padded to `tile_m` rows
-(`dispatch.route`, shared with the Pallas path), and `swiglu_tiles`, a
+(`expert_sort.route`, shared with the Pallas path), and `swiglu_tiles`, a
 `fori_loop` over the tiles in use, runs each tile's SwiGLU with its own
 expert's weights, indexed in place. So the FLOPs are those of the routed rows
 plus < tile_m padding rows per non-empty expert, where `jax.lax.ragged_dot`
@@ -25,7 +25,7 @@ import jax
 from jax import lax
 import jax.numpy as jnp
 
-from moe_jax.kernels import dispatch as dispatch_lib
+from moe_jax.kernels import expert_sort
 
 
 def tile_rows(num_rows, num_groups=1, preferred=128):
@@ -180,7 +180,7 @@ def moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, tile_m=None):
   num_tokens, top_k = idx_Tk.shape
   num_experts = wi_0_EDF.shape[0]
   tm = tile_m or tile_rows(num_tokens * top_k, num_experts)
-  routing = dispatch_lib.route(idx_Tk, num_experts, tm)
+  routing = expert_sort.route(idx_Tk, num_experts, tm)
   x_RD = _dispatch(x_TD, routing)
   y_RD = swiglu_tiles(x_RD, routing.tile_group_M, routing.num_tiles[0], wi_0_EDF, wi_1_EDF,
                       wo_EFD, tm)

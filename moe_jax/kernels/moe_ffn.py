@@ -5,7 +5,7 @@
 Same contract as `reference.moe_ffn`, dropless, and differentiable in x,
 gates and all three expert weights, with one extension: idx[t, j] equal to
 num_experts means "no expert", which adds 0 to y[t], costs no FLOPs and gives
-gates[t, j] a zero gradient (`dispatch.route`). Expert parallelism uses it for
+gates[t, j] a zero gradient (`expert_sort.route`). Expert parallelism uses it for
 the empty rows of its receive buffer (moe_jax/parallel/expert.py).
 
 The pieces each carry a custom VJP whose backward passes are kernels too:
@@ -21,7 +21,7 @@ import jax
 
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import backend as backend_lib
-from moe_jax.kernels import dispatch as dispatch_lib
+from moe_jax.kernels import expert_sort
 from moe_jax.kernels import gmm as gmm_lib
 from moe_jax.kernels import permute
 
@@ -49,7 +49,7 @@ def moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *,
   _check_shapes(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD)
   b = (backend if isinstance(backend, backend_lib.Backend)
        else backend_lib.resolve(backend))
-  routing = dispatch_lib.route(idx_Tk, wi_0_EDF.shape[0], b.tile_m)
+  routing = expert_sort.route(idx_Tk, wi_0_EDF.shape[0], b.tile_m)
   x_RD = permute.dispatch(x_TD, routing, b)
   h0_RF = gmm_lib.gmm(x_RD, wi_0_EDF, routing, b)
   h1_RF = gmm_lib.gmm(x_RD, wi_1_EDF, routing, b)

@@ -14,6 +14,8 @@ The per-layer numbers mirror the columns of seed 000 Tables 6(b) and 7(b).
 """
 import dataclasses
 
+from moe_jax.models import routers
+
 
 @dataclasses.dataclass(frozen=True)
 class Counts:
@@ -43,9 +45,7 @@ def counts(cfg):
     attn += 2 * cfg.head_dim
   norms = 2 * d
   dense_layer = attn + 3 * d * cfg.d_ff + norms
-  router = d * m.num_experts + (m.num_experts if m.use_bias else 0)
-  if m.router == 'hash':
-    router = 0
+  router = routers.get(m.router).num_params(d, m)
   shared = 3 * d * m.d_ff * m.num_shared_experts
   expert = 3 * d * m.d_ff
   moe_active = attn + m.top_k * expert + shared + router + norms

@@ -10,11 +10,9 @@ import math
 
 from moe_jax.errors import ConfigError
 
-ROUTERS = ('learned', 'hash')
 SCORES = ('softmax', 'sigmoid')
 ORDERS = ('softmax_then_topk', 'topk_then_softmax')
 BALANCE_SCOPES = ('global', 'sequence')
-DISPATCHES = ('auto', 'reference', 'einsum', 'ragged', 'grouped', 'pallas')
 ATTENTIONS = ('auto', 'reference', 'blocked')
 DTYPES = ('float32', 'bfloat16', 'float16')
 ROPE_SCALINGS = ('none', 'llama3')
@@ -23,56 +21,65 @@ NORM_POSITIONS = ('pre', 'post')
 
 @dataclasses.dataclass(frozen=True)
 class MoEConfig:
-  """The `moe` group; `d_ff` and `router_init_std` are already resolved."""
+  """The `moe` group; `d_ff` and `router_init_std` are already resolved.
+
+  These defaults are the config's (configs/common.py builds the group from
+  them); num_experts=0 makes every layer dense.
+  """
   num_experts: int = 0
   top_k: int = 2
-  d_ff: int = 0
+  d_ff: int = 0                  # per-expert width; 0: same as model.d_ff
   num_shared_experts: int = 0
+  # Layer pattern: layer i is MoE iff i >= first_dense and
+  # (i - first_dense) % every == every - 1. every=1: all MoE; every=2: Llama-4 style.
   every: int = 1
   first_dense: int = 0
-  router: str = 'learned'
-  score: str = 'softmax'
-  order: str = 'softmax_then_topk'
-  renormalize: bool = True
-  router_init_std: float = 0.0
-  jitter: float = 0.0
-  use_bias: bool = False
+  router: str = 'learned'        # a router of moe_jax/models/routers/: learned | hash
+  hash_seed: int = 0             # hash router: table = f(vocab_size, num_experts, hash_seed)
+  score: str = 'softmax'         # softmax | sigmoid
+  order: str = 'softmax_then_topk'  # softmax_then_topk | topk_then_softmax
+  renormalize: bool = True       # renormalise the selected top-k gates to sum to 1
+  router_init_std: float = 0.0   # 0: sqrt(2 / (5 d_model)), seed 002 appendix A.6
+  jitter: float = 0.0            # multiplicative input jitter while training
+  use_bias: bool = False         # selection-only bias, aux-loss-free balancing
   bias_update_rate: float = 1e-3
   balance_loss_weight: float = 0.01
-  balance_scope: str = 'global'
+  balance_scope: str = 'global'  # global | sequence
   z_loss_weight: float = 1e-3
-  hash_seed: int = 0
+  # auto (per platform) | reference | einsum | ragged | grouped | pallas (models/dispatch.py)
   dispatch: str = 'auto'
-  capacity_factor: float = 1.25
+  capacity_factor: float = 1.25  # einsum dispatch only
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-  """The `model` group plus its `moe` group."""
-  vocab_size: int
+  """The `model` group plus its `moe` group. These defaults are the config's
+  (configs/common.py builds the group from them): a CPU-sized Llama-style
+  decoder, the `tiny` preset."""
+  vocab_size: int = 0            # 0: take the tokenizer's vocabulary size
   d_model: int = 64
   num_layers: int = 2
   num_heads: int = 4
   num_kv_heads: int = 2
   head_dim: int = 16
-  d_ff: int = 256
+  d_ff: int = 256                # dense MLP width
   rope_theta: float = 10_000.0
   # Llama 3's long-context RoPE rule (moe_jax/models/rope.py); 'none' leaves
   # the frequencies alone and the four keys below unused.
-  rope_scaling: str = 'none'
+  rope_scaling: str = 'none'     # none | llama3
   rope_factor: float = 8.0
   rope_low_freq_factor: float = 1.0
   rope_high_freq_factor: float = 4.0
   rope_original_max_len: int = 8192
-  max_position_embeddings: int = 0
+  max_position_embeddings: int = 0  # the context the model is meant for; only exported (0: seq_len)
   norm_eps: float = 1e-6
-  qk_norm: bool = False
-  qkv_bias: bool = False
-  norm_position: str = 'pre'
+  qk_norm: bool = False          # RMSNorm over each head's q and k before RoPE (Qwen3)
+  qkv_bias: bool = False         # biases on the q, k, v projections (Qwen2)
+  norm_position: str = 'pre'     # pre: x + F(norm(x)) | post: norm(x + F(x)) (seed 003 App. C)
   tie_embeddings: bool = False
-  dtype: str = 'float32'
+  dtype: str = 'float32'         # compute dtype; params stay float32
   init_std: float = 0.02
-  attention: str = 'auto'
+  attention: str = 'auto'       # auto (per platform) | reference | blocked (kernels/attention_cpu.py)
   moe: MoEConfig = MoEConfig()
 
   def is_moe_layer(self, i):
@@ -111,6 +118,9 @@ class ModelConfig:
 
   def validate(self):
     """Raises ConfigError (one line, naming the key) for an unbuildable model."""
+    # The registries import JAX; this module does not, so workdir/files.py and
+    # `python -m moe_jax.lineage` stay fast.
+    from moe_jax.models import dispatch, routers  # pylint: disable=g-import-not-at-top
     for group, cfg in (('model', self), ('moe', self.moe)):   # nan passes every comparison
       for field in dataclasses.fields(cfg):
         value = getattr(cfg, field.name)
@@ -148,11 +158,11 @@ class ModelConfig:
       raise ConfigError(f'moe.num_experts={m.num_experts} must be >= 0')
     if m.num_experts == 0:
       return
-    _check_choice('moe.router', m.router, ROUTERS)
+    _check_choice('moe.router', m.router, routers.names())
     _check_choice('moe.score', m.score, SCORES)
     _check_choice('moe.order', m.order, ORDERS)
     _check_choice('moe.balance_scope', m.balance_scope, BALANCE_SCOPES)
-    _check_choice('moe.dispatch', m.dispatch, DISPATCHES)
+    _check_choice('moe.dispatch', m.dispatch, dispatch.NAMES)
     if not 1 <= m.top_k <= m.num_experts:
       raise ConfigError(f'moe.top_k={m.top_k} must be in [1, moe.num_experts={m.num_experts}]')
     if m.d_ff <= 0:
@@ -168,16 +178,20 @@ class ModelConfig:
     if m.order == 'topk_then_softmax' and m.score != 'softmax':
       raise ConfigError(f"moe.order='topk_then_softmax' needs moe.score='softmax', "
                         f'got {m.score!r}')
-    if m.router == 'hash' and m.hash_seed < 0:
-      raise ConfigError(f'moe.hash_seed={m.hash_seed} must be >= 0')
-    if m.router == 'hash' and m.use_bias:
-      raise ConfigError("moe.use_bias needs moe.router='learned' (a hash router has no scores)")
+    routers.get(m.router).check(m)
     if not 0.0 <= m.jitter < 1.0:
       raise ConfigError(f'moe.jitter={m.jitter} must be in [0, 1)')
     if m.capacity_factor <= 0:
       raise ConfigError(f'moe.capacity_factor={m.capacity_factor} must be positive')
     if m.router_init_std <= 0:
       raise ConfigError(f'moe.router_init_std={m.router_init_std} must be positive (0 means the default)')
+
+
+def defaults(cls):
+  """{key: default} of a config dataclass in field order, without nested
+  groups: what configs/common.py's `model()` and `moe()` start from."""
+  return {f.name: f.default for f in dataclasses.fields(cls)
+          if not dataclasses.is_dataclass(f.default)}
 
 
 def _check_choice(key, value, choices):

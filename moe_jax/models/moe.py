@@ -14,6 +14,7 @@ from moe_jax.models import dispatch as dispatch_lib
 from moe_jax.models import layers
 from moe_jax.models import mlp
 from moe_jax.models import router as router_lib
+from moe_jax.models import routers
 
 
 class Experts(nn.Module):
@@ -38,18 +39,13 @@ class MoE(nn.Module):
     cfg, m = self.cfg, self.cfg.moe
     dtype = layers.compute_dtype(cfg)
     batch, length, d = x_BLD.shape
-    logits_BLE = None
-    if m.router == 'hash':
-      idx_BLk, gates_BLk, probs_BLE = router_lib.hash_route(
-          tokens_BL, cfg.vocab_size, m.num_experts, m.top_k, m.hash_seed)
-    else:
-      router_in = x_BLD
-      if train and m.jitter > 0:
-        router_in = router_lib.jitter(x_BLD, m.jitter, self.make_rng('jitter'))
-      logits_BLE, bias_E = router_lib.Router(
-          m.num_experts, m.router_init_std, m.use_bias, name='router')(router_in)
-      idx_BLk, gates_BLk, probs_BLE = router_lib.select(
-          logits_BLE, bias_E, m.top_k, m.score, m.order, m.renormalize)
+    router_in = x_BLD
+    if train and m.jitter > 0:
+      router_in = router_lib.jitter(x_BLD, m.jitter, self.make_rng('jitter'))
+    routing = routers.get(m.router).route(cfg, router_in, tokens_BL)
+    # What routing analysis reads (eval/routing.py), when `intermediates` is mutable.
+    self.sow('intermediates', 'routing', routing)
+    idx_BLk, gates_BLk, probs_BLE, logits_BLE = routing
     # Padding tokens get zero gates: no output, no gradient, no capacity slot.
     gates_BLk = gates_BLk * valid_BL[..., None]
 

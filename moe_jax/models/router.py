@@ -6,6 +6,7 @@ that shifts *selection only* (DeepSeek-V3 aux-loss-free balancing, used by
 seed 000): it never enters the gate values and gets no gradient; `update_biases`
 moves it toward balance from the expert counts in `aux`.
 A hash router (seed 001) has no parameters: a fixed token-id -> experts table.
+Each router's entry point is in moe_jax/models/routers/.
 
 Every statistic takes `valid` (False on padding, segment id 0), so padding
 never counts as load, probability mass, entropy or z-loss.
@@ -89,14 +90,6 @@ def hash_table(vocab_size, num_experts, top_k, seed):
       r = r + (r >= taken)
     table = np.concatenate([table, r[:, None]], axis=1)
   return table.astype(np.int32)
-
-
-def hash_route(tokens_BL, vocab_size, num_experts, top_k, seed):
-  """Hash layer routing (seed 001): fixed experts, equal gates 1/k."""
-  idx_BLk = jnp.asarray(hash_table(vocab_size, num_experts, top_k, seed))[tokens_BL]
-  gates_BLk = jnp.full(idx_BLk.shape, 1.0 / top_k, jnp.float32)
-  probs_BLE = jnp.sum(jax.nn.one_hot(idx_BLk, num_experts), axis=-2) / top_k
-  return idx_BLk, gates_BLk, probs_BLE
 
 
 def expert_counts(idx_BLk, valid_BL, num_experts):

@@ -30,7 +30,7 @@ import math
 import os
 
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import files
+from moe_jax.json_file import read_json
 
 
 def _field(record, dotted, where):
@@ -48,7 +48,7 @@ def read_run(workdir):
   path = os.path.join(workdir, 'run.json')
   if not os.path.isfile(path):
     raise ConfigError(f'workdir {workdir}: no run.json (written by the trainer at start)')
-  return files.read_json(path)
+  return read_json(path)
 
 
 def last_val_loss(workdir):
@@ -86,7 +86,7 @@ def read_stages(workdir):
   path = os.path.join(workdir, 'lineage.json')
   if not os.path.isfile(path):
     return None
-  stages = _field(files.read_json(path), 'stages', path)
+  stages = _field(read_json(path), 'stages', path)
   if not isinstance(stages, list) or not stages:
     raise ConfigError(f'{path}: "stages" is not a non-empty list')
   return stages

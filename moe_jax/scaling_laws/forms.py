@@ -64,17 +64,20 @@ def _chinchilla_joint(c):
   return terms + [({'E': 1.0}, 0.0)]
 
 
-def _multiplicative(c):
-  lnD1, lnD2 = np.log(c['D1']), np.log(c['D2'])
-  return [({'A': 1.0, 'alpha1': -lnD1, 'alpha2': -lnD2, 'alpha3': lnD1 * lnD2}, 0.0),
+def _multiplicative_terms(x1, x2, p):
+  """exp(A - p1 x1 - p2 x2 + p3 x1 x2) + exp(E); x1, x2 the logs of the two axes."""
+  return [({'A': 1.0, f'{p}1': -x1, f'{p}2': -x2, f'{p}3': x1 * x2}, 0.0), ({'E': 1.0}, 0.0)]
+
+
+def _additive_terms(x1, x2, p):
+  """exp(A - p1 x1) + exp(F - p2 x2 + p3 x1 x2) + exp(E); x1, x2 as above."""
+  return [({'A': 1.0, f'{p}1': -x1}, 0.0), ({'F': 1.0, f'{p}2': -x2, f'{p}3': x1 * x2}, 0.0),
           ({'E': 1.0}, 0.0)]
 
 
-def _additive(c):
-  lnD1, lnD2 = np.log(c['D1']), np.log(c['D2'])
-  return [({'A': 1.0, 'alpha1': -lnD1}, 0.0),
-          ({'F': 1.0, 'alpha2': -lnD2, 'alpha3': lnD1 * lnD2}, 0.0),
-          ({'E': 1.0}, 0.0)]
+def _law(terms, axis1, axis2, p):
+  """A form's terms over the logs of two columns of the fit table."""
+  return lambda c: terms(np.log(c[axis1]), np.log(c[axis2]), p)
 
 
 def _config(c):
@@ -83,17 +86,10 @@ def _config(c):
           ({'E': 1.0}, 0.0)]
 
 
-def _config_multiplicative(c):
-  lnP, lnN2 = np.log(c['P']), np.log(c['N2'])
-  return [({'A': 1.0, 'beta1': -lnP, 'beta2': -lnN2, 'beta3': lnP * lnN2}, 0.0),
-          ({'E': 1.0}, 0.0)]
-
-
-def _config_additive(c):
-  lnP, lnN2 = np.log(c['P']), np.log(c['N2'])
-  return [({'A': 1.0, 'beta1': -lnP}, 0.0),
-          ({'F': 1.0, 'beta2': -lnN2, 'beta3': lnP * lnN2}, 0.0),
-          ({'E': 1.0}, 0.0)]
+_multiplicative = _law(_multiplicative_terms, 'D1', 'D2', 'alpha')
+_additive = _law(_additive_terms, 'D1', 'D2', 'alpha')
+_config_multiplicative = _law(_multiplicative_terms, 'P', 'N2', 'beta')
+_config_additive = _law(_additive_terms, 'P', 'N2', 'beta')
 
 
 def _joint(c):
@@ -106,29 +102,30 @@ def _joint(c):
 _CHINCHILLA_JOINT_PARAMS = ('A_dense', 'B_dense', 'alpha_dense', 'beta_dense',
                             'A_moe', 'B_moe', 'alpha_moe', 'beta_moe', 'E')
 
+def _with_no_interaction(form, param):
+  """`form` and its `NAME_no_interaction` variant, `param` held at 0."""
+  return form, dataclasses.replace(
+      form, name=f'{form.name}_no_interaction',
+      equation=f"{form.equation.split(':')[0]} with {param} = 0", fixed=((param, 0.0),))
+
+
 FORMS = {f.name: f for f in [
     Form('chinchilla', 'seed 002 eq. 3: L = A D^-alpha + B N^-beta + E',
          ('N1', 'D1'), ('A', 'B', 'alpha', 'beta', 'E'), _chinchilla),
     Form('chinchilla_joint', 'seed 002 sec. 5: eq. 3 for dense and moe rows, one E',
          ('kind', 'N1', 'D1'), _CHINCHILLA_JOINT_PARAMS, _chinchilla_joint),
-    Form('mul', 'seed 002 eq. 8: L = A D1^-alpha1 D2^(-alpha2 + alpha3 log D1) + E',
-         ('D1', 'D2'), ('A', 'alpha1', 'alpha2', 'alpha3', 'E'), _multiplicative),
-    Form('mul_no_interaction', 'seed 002 eq. 8 with alpha3 = 0',
-         ('D1', 'D2'), ('A', 'alpha1', 'alpha2', 'alpha3', 'E'), _multiplicative,
-         fixed=(('alpha3', 0.0),)),
-    Form('add', 'seed 002 eq. 9: L = A D1^-alpha1 + F D2^(-alpha2 + alpha3 log D1) + E',
-         ('D1', 'D2'), ('A', 'alpha1', 'F', 'alpha2', 'alpha3', 'E'), _additive),
-    Form('add_no_interaction', 'seed 002 eq. 9 with alpha3 = 0',
-         ('D1', 'D2'), ('A', 'alpha1', 'F', 'alpha2', 'alpha3', 'E'), _additive,
-         fixed=(('alpha3', 0.0),)),
+    *_with_no_interaction(Form(
+        'mul', 'seed 002 eq. 8: L = A D1^-alpha1 D2^(-alpha2 + alpha3 log D1) + E',
+        ('D1', 'D2'), ('A', 'alpha1', 'alpha2', 'alpha3', 'E'), _multiplicative), 'alpha3'),
+    *_with_no_interaction(Form(
+        'add', 'seed 002 eq. 9: L = A D1^-alpha1 + F D2^(-alpha2 + alpha3 log D1) + E',
+        ('D1', 'D2'), ('A', 'alpha1', 'F', 'alpha2', 'alpha3', 'E'), _additive), 'alpha3'),
     # Eq. 11 is eq. 18 with beta3 = 0 (the paper's best model-configuration law).
     Form('config', 'seed 002 eq. 11: L = A P^-beta1 + F N2^-beta2 + E',
          ('P', 'N2'), ('A', 'beta1', 'F', 'beta2', 'E'), _config),
-    Form('config_mul', 'seed 002 eq. 17: L = A P^-beta1 N2^(-beta2 + beta3 log P) + E',
-         ('P', 'N2'), ('A', 'beta1', 'beta2', 'beta3', 'E'), _config_multiplicative),
-    Form('config_mul_no_interaction', 'seed 002 eq. 17 with beta3 = 0',
-         ('P', 'N2'), ('A', 'beta1', 'beta2', 'beta3', 'E'), _config_multiplicative,
-         fixed=(('beta3', 0.0),)),
+    *_with_no_interaction(Form(
+        'config_mul', 'seed 002 eq. 17: L = A P^-beta1 N2^(-beta2 + beta3 log P) + E',
+        ('P', 'N2'), ('A', 'beta1', 'beta2', 'beta3', 'E'), _config_multiplicative), 'beta3'),
     Form('config_add', 'seed 002 eq. 18: L = A P^-beta1 + F N2^(-beta2 + beta3 log P) + E',
          ('P', 'N2'), ('A', 'beta1', 'F', 'beta2', 'beta3', 'E'), _config_additive),
     # Eq. 12 writes the N1 exponent beta2; Table 2 and eq. 14 call it beta.

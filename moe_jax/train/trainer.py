@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any, NamedTuple
 
 from absl import logging
 import jax
@@ -95,19 +96,30 @@ def _set_data_state(train_it, data_state, workdir, where):
                       f'data.worker_count{hint}') from None
 
 
+class Restored(NamedTuple):
+  """What `_restore` found: the program the state belongs to (the grown one
+  past tau), the state (None: nothing to resume), its step (0: none), the
+  damaged steps to set aside, and whether the state must grow before training."""
+  program: Any
+  state: Any
+  step: int
+  damaged: list
+  grow_first: bool
+
+
 def _restore(config, dst_config, mesh, program, workdir, train_it):
-  """(program, state, step, damaged steps, grow first) from the newest intact
-  checkpoint in `workdir`, or (program, None, 0, [], False) when there is
-  none. Restoring reads only, so it runs before the run's first write.
+  """A Restored from the newest intact checkpoint in `workdir` (state None
+  when there is none). Restoring reads only, so it runs before the run's
+  first write.
 
   A step-tau checkpoint of the model before the transition comes from another
   run (a branch resumed from Fixed-E at tau): it is restored as it is and
-  grows first (grow first is True)."""
-  directory = os.path.join(workdir, checkpoint.CHECKPOINTS)
+  grows first (grow_first is True)."""
+  directory = os.path.join(workdir, files.CHECKPOINTS)
   if os.path.lexists(directory) and not os.path.isdir(directory):
     raise ConfigError(f'{directory} is not a directory')
   if not os.path.isdir(directory):
-    return program, None, 0, [], False
+    return Restored(program, None, 0, [], False)
   tau, grown, damaged = config.upcycle.step, None, []
   manager = checkpoint.Manager(directory, async_save=False, read_only=True)
   try:
@@ -130,13 +142,13 @@ def _restore(config, dst_config, mesh, program, workdir, train_it):
                         'this one starts from its beginning', directory, step, '; '.join(other))
       elif data_state is not None:
         _set_data_state(train_it, data_state, workdir, f'checkpoint {directory}/{step}')
-      return prog, state, step, [s for s, _ in damaged], grow_first
+      return Restored(prog, state, step, [s for s, _ in damaged], grow_first)
   finally:
     manager.close()
   if damaged:
     raise CorruptCheckpointError(f'no intact checkpoint to resume in {directory}: '
                                  + '; '.join(message for _, message in damaged))
-  return program, None, 0, [], False
+  return Restored(program, None, 0, [], False)
 
 
 def _set_aside(directory, step):
@@ -191,6 +203,13 @@ def train_and_evaluate(config, workdir, stop_at=None):
   a test of resuming). Returns the last logged metrics (with val_loss at eval
   steps).
   """
+  # Init order: (1) checks that need nothing built (config, workdir path);
+  # (2) the mesh (after jax.distributed); (3) the model config, checked before
+  # a BPE tokenizer is trained, then the tokenizer fills in vocab_size;
+  # (4) the compiled program and, with tau, the grown config; (5) the data
+  # iterators; (6) the restored checkpoint (or fresh / init_from params), which
+  # moves the iterator to its saved position; (7) the lineage. Nothing is
+  # written before all of them pass.
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
   files.check_dir_writable(workdir, 'workdir')
@@ -211,8 +230,9 @@ def train_and_evaluate(config, workdir, stop_at=None):
   run_info = run_record.build(config, dst_config, _source(config, workdir), jax.device_count())
   train_it = pipeline.train_iterator(config, tokenizer)
   val_batches = pipeline.eval_batches(config, tokenizer) if config.eval_every_steps else []
-  program, state, start, damaged, grow_first = _restore(config, dst_config, mesh, program,
-                                                        workdir, train_it)
+  restored = _restore(config, dst_config, mesh, program, workdir, train_it)
+  program, state, start, damaged = (restored.program, restored.state, restored.step,
+                                    restored.damaged)
   last_saved = start if state is not None else None
   if state is None:
     init_params = checkpoint.restore_params(config.init_from, checkpoint.abstract_like(
@@ -230,7 +250,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     for step_ in damaged:
-      _set_aside(os.path.join(workdir, checkpoint.CHECKPOINTS), step_)
+      _set_aside(os.path.join(workdir, files.CHECKPOINTS), step_)
     cache = pipeline.tokenizer_cache(config, workdir)
     if cache and not os.path.exists(cache):
       files.write_text(cache, tokenizer.to_json())
@@ -256,27 +276,26 @@ def train_and_evaluate(config, workdir, stop_at=None):
                  meta=dict(config=program.config.to_dict(), lineage=history))
 
   def upcycle_now(program, state):
-    """The transition at tau: the grown program and state, and upcycle/* metrics;
-    the lineage gains the in-run stage."""
-    nonlocal history
+    """The transition at tau: the grown program and state, the lineage with
+    the in-run stage, and upcycle/* metrics."""
     up = config.upcycle
     scores = (_peek(config, tokenizer, train_it, up.utility_batches)
               if up.args.get('allocation') == 'utility' else ())
     report_batches = (val_batches or pipeline.eval_batches(config, tokenizer))
     program, state, report, record, recipe = program_lib.upcycle(
         program, dst_config, state, mesh, scores, report_batches[:up.report_batches])
-    history = lineage.grow(history, tau, lineage.stage(
-        workdir, tau, run_info['tokens_per_step'], run_info['grown'], lineage.origin(
-            'in_run', dict(workdir=os.path.abspath(workdir), step=tau), up.seed,
-            report=report, **transition.provenance(config, recipe))))
-    _write_json(workdir, lineage.FILE, history)
+    grown = transition.grow_lineage(
+        history, tau, config, recipe, report, workdir=workdir, start_step=tau, how='in_run',
+        parent=dict(workdir=os.path.abspath(workdir), step=tau),
+        tokens_per_step=run_info['tokens_per_step'], model=run_info['grown'])
+    _write_json(workdir, lineage.FILE, grown)
     _write_json(workdir, 'upcycle_report.json', dict(report, step=tau, recipe=up.recipe))
     if record:
       _write_json(workdir, 'upcycle_scores.json', record)
-    return program, state, {f'upcycle/{k}': v for k, v in report.items()}
+    return program, state, grown, {f'upcycle/{k}': v for k, v in report.items()}
 
-  if grow_first:
-    program, state, grown_metrics = upcycle_now(program, state)
+  if restored.grow_first:
+    program, state, history, grown_metrics = upcycle_now(program, state)
     writer.write(tau, grown_metrics)
 
   try:
@@ -302,7 +321,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
       last = dict(pending[-1][1])
       pending = []
       if grow:
-        program, state, grown_metrics = upcycle_now(program, state)
+        program, state, history, grown_metrics = upcycle_now(program, state)
         last.update(grown_metrics)
       if log:
         elapsed = time.perf_counter() - t0

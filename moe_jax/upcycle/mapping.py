@@ -5,7 +5,7 @@
   transform(recipe, src_params, abstract_dst, rng, out_shardings=None)
   map_opt_state(recipe, opt_state, abstract_opt_state, abstract_dst, policy)
 
-Strictness (DESIGN principle 2): every target leaf must match a rule, every
+Strictness (docs/architecture.md, "Principles"): every target leaf must match a rule, every
 source a rule names must exist, and every source leaf must feed some target;
 otherwise a one-line ConfigError names the leaves. Leaves that a rule marks
 fresh (no sources) are the only ones made from nothing. `extra` holds more

@@ -90,10 +90,10 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
                 seed=up.seed)
   run_info = run_record.build(dst_config, source=run_record.source_info(
       dst_config.upcycle.source))
-  history = lineage.grow(*lineage.at_checkpoint(dst_config.upcycle.source), lineage.stage(
-      dst, 0, run_info['tokens_per_step'], run_info['model'], lineage.origin(
-          'upcycle', dict(checkpoint=dst_config.upcycle.source, step=step), up.seed,
-          report=preserved, **transition.provenance(config, recipe))))
+  history = transition.grow_lineage(
+      *lineage.at_checkpoint(dst_config.upcycle.source), config, recipe, preserved, workdir=dst,
+      start_step=0, how='upcycle', parent=dict(checkpoint=dst_config.upcycle.source, step=step),
+      tokens_per_step=run_info['tokens_per_step'], model=run_info['model'])
 
   with staging.staged(dst) as tmp:
     for name in pipeline.TOKENIZER_FILES:   # the tokenizer goes with the model
@@ -105,7 +105,7 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
       files.write_json(os.path.join(tmp, 'upcycle_scores.json'), scores)
     run_record.write(tmp, run_info)
     lineage.write(tmp, history)
-    out = checkpoint.Manager(os.path.join(tmp, checkpoint.CHECKPOINTS), async_save=False)
+    out = checkpoint.Manager(os.path.join(tmp, files.CHECKPOINTS), async_save=False)
     # The data stream goes on where the source stopped (seed 000 §5.1: CPT
     # reads data pre-training did not); a resumed or grown run keeps seed,
     # batch_size and seq_len (files.check_compatible), so the position holds.

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 
 from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config, losses, transformer
-from moe_jax.upcycle import layout, mapping, recipes, utility
+from moe_jax.upcycle import mapping, recipes, utility
+from moe_jax.workdir import lineage
 
 
 def _model(config):
@@ -27,8 +28,10 @@ def abstract_params(config):
 
 
 def _args(up):
+  """upcycle.args as a dict; a recipe with a `factor` arg takes upcycle.factor
+  unless the args set it."""
   args = up.args.to_dict() if hasattr(up.args, 'to_dict') else dict(up.args)
-  if up.recipe in ('grow_depth', 'dus'):
+  if 'factor' in recipes.get(up.recipe).defaults:
     args.setdefault('factor', up.factor)
   return args
 
@@ -36,8 +39,7 @@ def _args(up):
 def target_config(config):
   """The config of the grown model (see configs/common.py:upcycle)."""
   up = config.upcycle
-  if up.recipe not in recipes.RECIPES:
-    raise ConfigError(f'upcycle.recipe={up.recipe!r} is not one of {tuple(recipes.RECIPES)}')
+  spec = recipes.get(up.recipe)
   if int(up.factor) != up.factor or up.factor < 2:
     raise ConfigError(f'upcycle.factor={up.factor} must be an integer >= 2')
   for key in ('report_batches', 'utility_batches', 'seed'):
@@ -50,15 +52,8 @@ def target_config(config):
     if isinstance(value, float) and not math.isfinite(value):
       raise ConfigError(f'upcycle.args.{key}={value} must be a finite number')
   dst = config.copy_and_resolve_references()
-  if up.recipe in ('expand_experts', 'grow_width'):
-    dst.moe.num_experts = config.moe.num_experts * up.factor
-  if up.recipe == 'grow_width':
-    dst.moe.top_k = config.moe.top_k * up.factor
-  if up.recipe in ('grow_depth', 'dus'):
-    a = _args(up)
-    method = 'dus' if up.recipe == 'dus' else a.get('method', 'interpose')
-    dst.model.num_layers = len(layout.depth_map(config, method, a['factor'],
-                                                a.get('percent', 0.0)))
+  if spec.target:   # the recipe's own change of shape
+    spec.target(dst, config, up.factor, {**spec.defaults, **_args(up)})
   for group, overrides in up.target.items():
     if group not in dst:
       raise ConfigError(f'upcycle.target.{group} is not a config group')
@@ -118,10 +113,25 @@ def apply(config, dst_config, params, batches=None, out_shardings=None):
 
 def provenance(config, recipe):
   """What lineage records of a growth besides the seed: the recipe, its
-  resolved args, the factor and the target's overrides."""
+  resolved args, the factor (None where the recipe has none) and the
+  target's overrides."""
   up = config.upcycle
   target = up.target.to_dict() if hasattr(up.target, 'to_dict') else dict(up.target)
-  return dict(recipe=recipe.name, factor=up.factor, args=recipe.args, target=target)
+  factor = up.factor if recipes.get(recipe.name).uses_factor else None
+  return dict(recipe=recipe.name, factor=factor, args=recipe.args, target=target)
+
+
+def grow_lineage(record, step, config, recipe, report, *, workdir, start_step, how, parent,
+                 tokens_per_step, model):
+  """The lineage `record` grown at `step` by this upcycle: one more stage, in
+  `workdir` from `start_step`, whose origin (`how`, `parent`) holds the seed,
+  the recipe's provenance and the preservation `report`. The upcycle CLI
+  (how='upcycle') and the trainer's in-run transition (how='in_run') both
+  record a growth through here."""
+  origin = lineage.origin(how, parent, config.upcycle.seed, report=report,
+                          **provenance(config, recipe))
+  return lineage.grow(record, step, lineage.stage(workdir, start_step, tokens_per_step, model,
+                                                  origin))
 
 
 def preservation_report(config, dst_config, params, dst_params, batches):

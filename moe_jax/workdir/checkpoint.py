@@ -22,7 +22,6 @@ import orbax.checkpoint as ocp
 from moe_jax.errors import ConfigError, CorruptCheckpointError, SaveError
 from moe_jax.workdir import digest, files
 
-CHECKPOINTS = 'checkpoints'
 
 
 def _is_step(path):
@@ -42,8 +41,8 @@ def resolve(path):
     raise ConfigError(f'checkpoint path {path} does not exist')
   if not os.path.isdir(path):
     raise ConfigError(f'checkpoint path {path} is not a directory')
-  if os.path.isdir(os.path.join(path, CHECKPOINTS)):
-    return os.path.join(path, CHECKPOINTS), None
+  if os.path.isdir(os.path.join(path, files.CHECKPOINTS)):
+    return os.path.join(path, files.CHECKPOINTS), None
   if _is_step(path):
     return os.path.dirname(path), int(os.path.basename(path))
   if os.path.basename(path).isdigit():
@@ -94,7 +93,7 @@ class Manager:
 
   @classmethod
   def for_workdir(cls, workdir, ckpt_cfg):
-    return cls(os.path.join(workdir, CHECKPOINTS), ckpt_cfg.keep, ckpt_cfg.keep_every,
+    return cls(os.path.join(workdir, files.CHECKPOINTS), ckpt_cfg.keep, ckpt_cfg.keep_every,
                ckpt_cfg.async_save)
 
   def latest_step(self):

@@ -1,4 +1,5 @@
-"""Checkpoint digests: a 64-bit hash of every saved array, computed on device.
+"""Checkpoint digests: a 64-bit hash of every saved array, computed on device;
+and `file_digest`, the SHA-256 of files an import records in its lineage.
 
 A step's `meta` records the digest of each params and opt_state leaf (and a
 SHA-256 of the data iterator state); restoring recomputes them from the
@@ -17,6 +18,7 @@ flipped byte that does not change a restored value is harmless by definition.
 """
 import hashlib
 import json
+import os
 
 import jax
 import jax.numpy as jnp
@@ -106,3 +108,17 @@ def check_tree(where, name, tree, recorded):
       raise CorruptCheckpointError(f'{where}: {name}{path} {what}')
     if not finite:
       raise CorruptCheckpointError(f'{where}: {name}{path} holds non-finite values')
+
+
+def file_digest(path, chunk=1 << 20):
+  """SHA-256 of a file, or of a directory's files (names and contents, in
+  sorted order): the hash `record_import` records."""
+  h = hashlib.sha256()
+  paths = [path] if os.path.isfile(path) else sorted(
+      os.path.join(d, n) for d, _, names in os.walk(path) for n in names)
+  for p in paths:
+    h.update(os.path.relpath(p, path).encode() if p != path else b'')
+    with open(p, 'rb') as f:
+      for block in iter(lambda: f.read(chunk), b''):
+        h.update(block)
+  return h.hexdigest()

@@ -19,11 +19,13 @@ import ml_collections
 from moe_jax.atomic import write_text
 from moe_jax.data import sources
 from moe_jax.errors import ConfigError
+from moe_jax.json_file import read_json  # pylint: disable=unused-import (files.read_json)
 from moe_jax.models import config as model_config
 
 CONFIG = 'config.json'
 RUN = 'run.json'
 METRICS = 'metrics.jsonl'
+CHECKPOINTS = 'checkpoints'   # the Orbax step directories of a workdir
 
 
 def write_json(path, record):
@@ -50,22 +52,6 @@ def check_dir_writable(path, what):
     raise ConfigError(f'{what} {path} is not writable' if existing == path else
                       f'{what} {path}: {existing} is not writable')
 
-
-def read_json(path):
-  """The JSON object at `path`; a missing, unreadable or malformed file is a
-  one-line ConfigError naming it."""
-  try:
-    with open(path, encoding='utf-8') as f:
-      record = json.load(f)
-  except FileNotFoundError:
-    raise ConfigError(f'{path} is missing') from None
-  except (OSError, UnicodeDecodeError) as e:
-    raise ConfigError(f'{path}: cannot read ({e})') from None
-  except json.JSONDecodeError as e:
-    raise ConfigError(f'{path}: not JSON ({e.msg} at line {e.lineno})') from None
-  if not isinstance(record, dict):
-    raise ConfigError(f'{path}: expected a JSON object, got {type(record).__name__}')
-  return record
 
 
 def metrics(workdir):

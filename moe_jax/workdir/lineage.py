@@ -27,11 +27,11 @@ never fatal. The trainer also stores the record in every checkpoint's meta
 
 This module reads and writes JSON only (no JAX), so `python -m
 moe_jax.lineage` and tools are fast; model summaries come from the caller
-(`run_record.summary(config)`).
+(`run_record.summary(config)`). Printing a record as a table is
+lineage_table.py's.
 """
 import datetime
 import functools
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -42,7 +42,6 @@ from moe_jax.workdir import files
 
 FILE = 'lineage.json'
 FORMAT = 1
-CHECKPOINTS = 'checkpoints'
 
 
 @functools.lru_cache(maxsize=None)
@@ -222,27 +221,13 @@ def record_import(workdir, model, source, sha256=None, tokens=None, seed=None, *
   """The lineage of a workdir imported from outside moe_jax (Hugging Face
   interop): one root stage at `workdir` (its final path) whose model came
   from `source` (a hub name, directory or file) with content hash `sha256`
-  (`file_digest`). `model` is `run_record.summary(config)`; `tokens` the
+  (digest.file_digest). `model` is `run_record.summary(config)`; `tokens` the
   tokens the source was trained on, when known (the planner and collect need
   them); `details` go into the origin (arch, revision, ...). The importer
   writes it (`write`) and puts it in the step-0 meta (`meta['lineage']`)."""
   first = stage(workdir, 0, None, model, origin('hf_import', parent=dict(
       hf=source, sha256=sha256), seed=seed, **details))
   return begin(dict(first, tokens_before=tokens))
-
-
-def file_digest(path, chunk=1 << 20):
-  """SHA-256 of a file, or of a directory's files (names and contents, in
-  sorted order): the hash `record_import` records."""
-  h = hashlib.sha256()
-  paths = [path] if os.path.isfile(path) else sorted(
-      os.path.join(d, n) for d, _, names in os.walk(path) for n in names)
-  for p in paths:
-    h.update(os.path.relpath(p, path).encode() if p != path else b'')
-    with open(p, 'rb') as f:
-      for block in iter(lambda: f.read(chunk), b''):
-        h.update(block)
-  return h.hexdigest()
 
 
 def locate(ckpt):
@@ -252,16 +237,16 @@ def locate(ckpt):
   if not os.path.isdir(path):
     raise ConfigError(f'{path} does not exist')
   parent = os.path.dirname(path)
-  if os.path.basename(path).isdigit() and os.path.basename(parent) == CHECKPOINTS:
+  if os.path.basename(path).isdigit() and os.path.basename(parent) == files.CHECKPOINTS:
     return os.path.dirname(parent), int(os.path.basename(path))
-  if not any(os.path.exists(os.path.join(path, f)) for f in (FILE, files.RUN, CHECKPOINTS)):
-    raise ConfigError(f'{path} is not a workdir (no {FILE}, {files.RUN} or {CHECKPOINTS}/)')
+  if not any(os.path.exists(os.path.join(path, f)) for f in (FILE, files.RUN, files.CHECKPOINTS)):
+    raise ConfigError(f'{path} is not a workdir (no {FILE}, {files.RUN} or {files.CHECKPOINTS}/)')
   return path, _newest(path)
 
 
 def _newest(workdir):
   """The newest checkpoint step in `workdir`, or None."""
-  directory = os.path.join(workdir, CHECKPOINTS)
+  directory = os.path.join(workdir, files.CHECKPOINTS)
   steps = [int(d) for d in os.listdir(directory) if d.isdigit()] if os.path.isdir(
       directory) else []
   return max(steps) if steps else None
@@ -269,7 +254,7 @@ def _newest(workdir):
 
 def _meta_record(workdir, step):
   # Orbax keeps a JSON item as ITEM/metadata in the step directory.
-  path = os.path.join(workdir, CHECKPOINTS, str(step), 'meta', 'metadata')
+  path = os.path.join(workdir, files.CHECKPOINTS, str(step), 'meta', 'metadata')
   try:
     with open(path) as f:
       record = json.load(f).get('lineage')
@@ -331,111 +316,3 @@ def check(record, workdir=None):
     problems.append(f'the workdir was recorded at {recorded} and is now at '
                     f'{os.path.abspath(workdir)}')
   return problems
-
-
-def _val_loss(workdir, first, last):
-  """The last val_loss logged in `workdir` at a step in [first, last], or None."""
-  found = [r['val_loss'] for r in files.metrics(workdir)
-           if 'val_loss' in r and first <= r.get('step', -1) <= last]
-  return found[-1] if found else None
-
-
-def describe(model):
-  """'dense' or 'MoE 8x top-2'."""
-  if not model:
-    return 'unknown'
-  return f'MoE {model["num_experts"]}x top-{model["top_k"]}' if model['num_experts'] else 'dense'
-
-
-def _how(s):
-  o = s.get('origin')
-  if not o:
-    return 'unknown'
-  parent = o.get('parent') or {}
-  recipe = o.get('recipe') or '?'
-  if recipe in ('expand_experts', 'grow_width', 'grow_depth'):
-    recipe += f' x{o.get("factor")}'
-  return {
-      'scratch': lambda: f'scratch, seed {o.get("seed")}',
-      'init_from': lambda: f'fine-tune (init_from {parent.get("checkpoint")})',
-      'upcycle': lambda: f'upcycle CLI {recipe} of {parent.get("checkpoint")}',
-      'in_run': lambda: f'in-run {recipe} at step {parent.get("step")}',
-      'hf_import': lambda: f'import {parent.get("hf")}',
-  }.get(o['how'], lambda: o['how'])()
-
-
-def rows(record, step=None):
-  """One dict per stage, root first: steps, tokens trained there and in all
-  (None: unknown), parameter counts, how it began (with the loss before and
-  after a growth) and the last val_loss it logged. `step` ends the last stage
-  (default: where the record says, else its start)."""
-  out = []
-  stages = record['stages']
-  for i, s in enumerate(stages):
-    end = s['end_step'] if s['end_step'] is not None else (
-        step if step is not None and i == len(stages) - 1 else s['start_step'])
-    known = None not in (s['tokens_before'], s['tokens_per_step'])
-    tokens = (end - s['start_step']) * s['tokens_per_step'] if s['tokens_per_step'] else None
-    report = (s.get('origin') or {}).get('report') or {}
-    model = s.get('model') or {}
-    # A val_loss logged at tau in-run is the grown model's: it belongs to the next stage.
-    in_run = i + 1 < len(stages) and stages[i + 1]['workdir'] == s['workdir']
-    out.append(dict(
-        stage=i, workdir=s['workdir'], start_step=s['start_step'], end_step=end,
-        tokens=tokens, tokens_total=s['tokens_before'] + tokens if known else None,
-        model=describe(model), params=model.get('params'), active=model.get('params_active'),
-        how=_how(s), origin=(s.get('origin') or {}).get('how'),
-        loss_before=report.get('loss_before'), loss_after=report.get('loss_after'),
-        max_abs_dlogits=report.get('max_abs_dlogits'),
-        val_loss=_val_loss(s['workdir'], s['start_step'], end - in_run)))
-  return out
-
-
-def _num(x, digits=3):
-  if x is None:
-    return '?'
-  for unit, scale in (('T', 1e12), ('B', 1e9), ('M', 1e6), ('K', 1e3)):
-    if abs(x) >= scale:
-      return f'{x / scale:.{digits}g}{unit}'
-  return f'{x:.{digits}g}'
-
-
-def chain(table):
-  """'dense 35.2K -> MoE 4x top-2 85.3K at step 2 -> fine-tune from step 30'
-  from rows(): a growth names the model it made; a fine-tune (init_from: the
-  same model trained on, fresh optimizer) is a stage of its own, not a growth."""
-  parts = []
-  for r in table:
-    at = '' if not r['stage'] else f' at step {table[r["stage"] - 1]["end_step"]}'
-    if r.get('origin') == 'init_from' and r['stage']:
-      parts.append(f'fine-tune from step {table[r["stage"] - 1]["end_step"]}')
-    else:
-      parts.append(f'{r["model"]} {_num(r["params"])}{at}')
-  return ' -> '.join(parts)
-
-
-COLUMNS = (('stage', 'stage'), ('model', 'model'), ('params', 'params'), ('active', 'active'),
-           ('steps', 'steps'), ('tokens', 'tokens'), ('tokens_total', 'total tokens'),
-           ('loss', 'loss at growth'), ('val_loss', 'val_loss at end'), ('how', 'how'),
-           ('workdir', 'workdir'))
-
-
-def cells(r):
-  """The printed cells of one rows() entry, keyed like COLUMNS."""
-  loss = ('' if r['loss_before'] is None else
-          f'{r["loss_before"]:.4f} -> {r["loss_after"]:.4f}')
-  return dict(stage=str(r['stage']), model=r['model'], params=_num(r['params']),
-              active=_num(r['active']), steps=f'{r["start_step"]}-{r["end_step"]}',
-              tokens=_num(r['tokens']), tokens_total=_num(r['tokens_total']), loss=loss,
-              val_loss='' if r['val_loss'] is None else f'{r["val_loss"]:.4f}',
-              how=r['how'], workdir=r['workdir'])
-
-
-def markdown(record, step=None):
-  """The chain as a Markdown section (for a model card)."""
-  table = rows(record, step)
-  lines = ['## Lineage', '', chain(table), '',
-           '| ' + ' | '.join(title for _, title in COLUMNS) + ' |',
-           '|' + '---|' * len(COLUMNS)]
-  lines += ['| ' + ' | '.join(cells(r)[key] for key, _ in COLUMNS) + ' |' for r in table]
-  return '\n'.join(lines) + '\n'

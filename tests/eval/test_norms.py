@@ -71,7 +71,7 @@ def _saved_workdir(root, name='run', step=7):
   workdir = os.path.join(root, name)
   os.makedirs(workdir)
   files.write_config(workdir, c)
-  manager = checkpoint.Manager(os.path.join(workdir, checkpoint.CHECKPOINTS), async_save=False)
+  manager = checkpoint.Manager(os.path.join(workdir, files.CHECKPOINTS), async_save=False)
   manager.save(step, params)
   manager.close()
   return workdir, params

@@ -17,7 +17,7 @@ from moe_jax.interop import exporter, importer, safetensors_io
 from moe_jax.models import losses
 from moe_jax.train import trainer
 from moe_jax.upcycle import run
-from moe_jax.workdir import checkpoint, lineage
+from moe_jax.workdir import checkpoint, digest, lineage
 from tests.interop import fixtures
 
 
@@ -41,7 +41,7 @@ def test_the_workdir_holds_the_checkpoints_tokenizer(imported):
                                           'tokenizer.json', 'tokenizer_config.json']
   (root,) = lineage.read(imported)['stages']
   assert root['origin']['how'] == 'hf_import' and root['tokens_before'] is None
-  assert root['origin']['parent']['sha256'] == lineage.file_digest(
+  assert root['origin']['parent']['sha256'] == digest.file_digest(
       fixtures.path('qwen3_qk_norm'))
   config = checkpoint.workdir_config(imported)
   assert config.data.tokenizer == 'bpe' and config.model.qk_norm

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from moe_jax.kernels import backend
-from moe_jax.kernels import dispatch
+from moe_jax.kernels import expert_sort
 from moe_jax.kernels import gmm
 from tests.kernels import routings
 
@@ -15,7 +15,7 @@ def _case(kernels, seed=0):
   num_experts, k_dim, n_dim = 8, 32, 48
   b = backend.resolve('interpret', kernels=kernels)
   idx_Tk = routings.make_idx('empty_experts', 37, num_experts, 2, seed)
-  r = dispatch.route(idx_Tk, num_experts, b.tile_m)
+  r = expert_sort.route(idx_Tk, num_experts, b.tile_m)
   rows = r.row_token_R.shape[0]
   rng = np.random.default_rng(seed)
   # Zero padding rows, as dispatch produces them; unused tiles get garbage

@@ -1,6 +1,6 @@
 """The grouped loop (moe_jax/kernels/grouped.py) equals the reference: output
 and every gradient, with tiles larger than most groups (tests/models/
-test_dispatch.py runs the default tile, 8 rows here, several per group), and
+test_expert_sort.py runs the default tile, 8 rows here, several per group), and
 with the "no expert" index that expert parallelism uses."""
 import functools
 

@@ -129,7 +129,7 @@ def test_dense_to_moe_scale_policy_follows_formula():
     ('dense_to_moe', {}, dict(num_experts=2, top_k=3), {}, 'top_k=3 exceeds'),
     ('grow_width', dict(num_experts=2, top_k=1), dict(num_experts=4, top_k=1), {},
      'top_k must be 2'),
-    ('shrink', {}, {}, {}, "recipe 'shrink' is not one of"),
+    ('shrink', {}, {}, {}, "upcycle.recipe='shrink' is not one of"),
     ('expand_experts', dict(num_experts=2), dict(num_experts=4),
      dict(delta=0, expert_heuristic='magic'), "expert_heuristic='magic'"),
     ('expand_experts', dict(num_experts=2), dict(num_experts=4),

@@ -8,7 +8,7 @@ import pytest
 
 from moe_jax import lineage as lineage_cli
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import files, lineage
+from moe_jax.workdir import digest, files, lineage, lineage_table
 from tests import flag_main
 
 DENSE = dict(num_experts=0, top_k=2, params=100, params_active=100, nonembed=60,
@@ -52,10 +52,10 @@ def test_a_chain_counts_tokens_across_workdirs_and_in_run_growth(tmp_path):
   first, second, third = record['stages']
   assert (first['end_step'], second['tokens_before']) == (40, 400)
   assert (second['end_step'], third['tokens_before']) == (5, 400 + 5 * 20)
-  rows = lineage.rows(record, step=9)
+  rows = lineage_table.rows(record, step=9)
   assert [(r['tokens'], r['tokens_total']) for r in rows] == [(400, 400), (100, 500), (80, 580)]
   assert rows[1]['loss_before'] == 3.0 and rows[2]['how'] == 'in-run expand_experts x2 at step 5'
-  assert lineage.chain(rows) == 'dense 100 -> MoE 4x top-2 250 at step 40 -> MoE 8x top-2 400 ' \
+  assert lineage_table.chain(rows) == 'dense 100 -> MoE 4x top-2 250 at step 40 -> MoE 8x top-2 400 ' \
                                 'at step 5'
   # The record at a step before the in-run growth has not grown yet; cutting
   # there again and growing (a transition redone after a crash) is idempotent.
@@ -72,10 +72,10 @@ def test_a_fine_tune_is_a_stage_of_its_own_not_a_growth(tmp_path):
   ft = str(tmp_path / 'ft')
   record = lineage.grow(record, 30, lineage.stage(ft, 0, 10, MOE, lineage.origin(
       'init_from', dict(checkpoint=f'{moe}/checkpoints/30', step=30), 0)))
-  rows = lineage.rows(record, step=5)
-  assert lineage.chain(rows) == 'MoE 4x top-2 250 -> fine-tune from step 30'
+  rows = lineage_table.rows(record, step=5)
+  assert lineage_table.chain(rows) == 'MoE 4x top-2 250 -> fine-tune from step 30'
   assert rows[1]['how'] == f'fine-tune (init_from {moe}/checkpoints/30)'
-  card = lineage.markdown(record, step=5)
+  card = lineage_table.markdown(record, step=5)
   assert 'fine-tune from step 30' in card and 'MoE 4x top-2 250 at step 30' not in card
 
 
@@ -124,21 +124,21 @@ def test_record_import_and_file_digest(tmp_path):
   src = tmp_path / 'hf'
   src.mkdir()
   (src / 'model.safetensors').write_bytes(b'weights')
-  digest = lineage.file_digest(str(src))
-  assert digest != lineage.file_digest(str(src / 'model.safetensors'))
+  sha = digest.file_digest(str(src))
+  assert sha != digest.file_digest(str(src / 'model.safetensors'))
   (src / 'model.safetensors').write_bytes(b'weights!')
-  assert lineage.file_digest(str(src)) != digest
+  assert digest.file_digest(str(src)) != sha
   workdir = str(tmp_path / 'imported')
   os.makedirs(workdir)
   lineage.write(workdir, lineage.record_import(workdir, DENSE, 'HuggingFaceTB/SmolLM2-135M',
-                                               digest, tokens=2e12, arch='llama'))
+                                               sha, tokens=2e12, arch='llama'))
   # The trainer's first start keeps the import and learns its tokens per step.
   record = lineage.for_run(workdir, dict(tokens_per_step=64, model=DENSE), 'init_from', 0)
   (root,) = record['stages']
   assert root['origin']['how'] == 'hf_import' and root['origin']['arch'] == 'llama'
-  assert root['origin']['parent'] == dict(hf='HuggingFaceTB/SmolLM2-135M', sha256=digest)
+  assert root['origin']['parent'] == dict(hf='HuggingFaceTB/SmolLM2-135M', sha256=sha)
   assert (root['tokens_before'], root['tokens_per_step']) == (2e12, 64)
-  assert 'import HuggingFaceTB/SmolLM2-135M' in lineage.markdown(record, step=3)
+  assert 'import HuggingFaceTB/SmolLM2-135M' in lineage_table.markdown(record, step=3)
 
 
 def test_code_version_names_this_checkout():

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from moe_jax.kernels import dispatch
+from moe_jax.kernels import expert_sort
 from tests.kernels import routings
 
 
@@ -34,7 +34,7 @@ def unroute(idx_Tk, num_experts, every):
                                                        (16, 8, 4), (8, 2, 1)])
 def test_route_matches_numpy(routing, num_experts, top_k, tile_m):
   idx_Tk = routings.make_idx(routing, 37, num_experts, top_k)
-  r = dispatch.route(idx_Tk, num_experts, tile_m)
+  r = expert_sort.route(idx_Tk, num_experts, tile_m)
   counts, offsets, slots, padded = numpy_route(idx_Tk, num_experts, tile_m)
   np.testing.assert_array_equal(r.counts_E, counts)
   np.testing.assert_array_equal(r.offsets_E, offsets)
@@ -67,7 +67,7 @@ def test_unrouted_assignments_get_no_row(routing, num_experts, top_k, tile_m,
                                          every):
   idx_Tk = unroute(routings.make_idx(routing, 37, num_experts, top_k),
                    num_experts, every)
-  r = dispatch.route(idx_Tk, num_experts, tile_m)
+  r = expert_sort.route(idx_Tk, num_experts, tile_m)
   counts, offsets, slots, padded = numpy_route(idx_Tk, num_experts, tile_m)
   rows = r.row_token_R.shape[0]
   unrouted = slots < 0
@@ -86,23 +86,23 @@ def test_unrouted_assignments_get_no_row(routing, num_experts, top_k, tile_m,
                                                 (4, 16), (8, 1)])
 def test_buffer_holds_used_tiles_and_a_zero_row(num_experts, tile_m):
   for num_assign in range(1, 70):
-    tiles = dispatch.buffer_tiles(num_assign, num_experts, tile_m)
+    tiles = expert_sort.buffer_tiles(num_assign, num_experts, tile_m)
     # All routed: every used tile fits.
-    assert tiles >= dispatch.max_tiles(num_assign, num_experts, tile_m)
+    assert tiles >= expert_sort.max_tiles(num_assign, num_experts, tile_m)
     # One or more unrouted: a tile past the used ones is left over.
-    assert tiles > dispatch.max_tiles(num_assign - 1, num_experts, tile_m)
+    assert tiles > expert_sort.max_tiles(num_assign - 1, num_experts, tile_m)
 
 
 def test_full_buffer_with_one_unrouted_gets_a_spare_tile():
   # 7 routed assignments to one expert fill its only tile of 8 rows; the
   # eighth, unrouted, must read a row outside it.
   idx_Tk = np.array([[0]] * 7 + [[1]], np.int32)
-  r = dispatch.route(idx_Tk, 1, 8)
+  r = expert_sort.route(idx_Tk, 1, 8)
   assert int(r.num_tiles[0]) == 1 and r.row_token_R.shape[0] == 16
   assert int(r.slot_Tk[7, 0]) == 15
 
 
 def test_max_tiles_is_tight_for_worst_case():
   # 9 experts with 1 assignment each need 9 tiles of 8 rows.
-  assert dispatch.max_tiles(9, 9, 8) == 9
-  assert dispatch.max_tiles(64, 4, 16) == 4 + 3
+  assert expert_sort.max_tiles(9, 9, 8) == 9
+  assert expert_sort.max_tiles(64, 4, 16) == 4 + 3

@@ -1,5 +1,7 @@
-"""Routing metadata: where each (token, choice) assignment sits once sorted by
-expert, with every expert group padded to a multiple of the row tile.
+"""The expert sort under the grouped kernels: where each (token, choice)
+assignment sits once sorted by expert, with every expert group padded to a
+multiple of the row tile. (Dispatch itself, choosing a path, is
+moe_jax/models/dispatch.py.)
 
 A counting sort, not a comparison sort: a histogram over experts gives the
 group sizes, an exclusive prefix sum over the padded sizes gives the group
@@ -27,7 +29,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 
-class Routing(NamedTuple):
+class SortedRows(NamedTuple):
   """Metadata of one routing decision (a pytree of int32 arrays).
 
   counts_E       routed assignments per expert (the histogram)
@@ -98,7 +100,7 @@ def route(idx_Tk, num_experts, tile_m):
   tile_end_E = jnp.cumsum(tile_count_E)
   m_M = jnp.minimum(jnp.arange(num_m, dtype=jnp.int32), num_tiles - 1)
   tile_group_M = jnp.sum(tile_end_E[None, :] <= m_M[:, None], axis=1)
-  return Routing(
+  return SortedRows(
       counts_E=counts_E, offsets_E=offsets_E,
       slot_Tk=slot_A.reshape(num_tokens, top_k), row_token_R=row_token_R,
       row_assign_R=row_assign_R, tile_group_M=tile_group_M.astype(jnp.int32),

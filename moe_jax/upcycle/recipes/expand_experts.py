@@ -1,0 +1,61 @@
+"""Expert upcycling E -> mE, top-k fixed (seed 000 Definition 3.1).
+
+Args (defaults in brackets): allocation [uniform] | utility (needs scores:
+{layer: [E]} from utility.expert_scores), layout [append] | in_place,
+expert_heuristic [copy] + expert_args, router_heuristic [copy] + router_args
+(heuristics.py, Tables 9 and 10), delta [0.001]: U(-delta, delta) on
+replicas' router biases (needs moe.use_bias; set 0 without it). The target has
+moe.num_experts x upcycle.factor. Not exact: copies tie, so a top-k slot that
+went to one expert now goes to its copy and the token loses its next-best
+expert.
+"""
+from moe_jax.errors import ConfigError
+from moe_jax.upcycle import layout, ops, utility
+from moe_jax.upcycle import recipes
+from moe_jax.upcycle.rules import Rule
+
+
+def _counts(src, a, multiplier):
+  moe_layers = [f'layers_{i}' for i, k in enumerate(layout.layer_kinds(src)) if k == 'moe']
+  if a['allocation'] == 'uniform':
+    return {layer: [multiplier] * src.moe.num_experts for layer in moe_layers}
+  if a['allocation'] != 'utility':
+    raise ConfigError(f"upcycle.args.allocation={a['allocation']!r} is not one of "
+                      "('uniform', 'utility')")
+  scores = a['scores'] or {}
+  missing = [layer for layer in moe_layers if not len(scores.get(layer, ()))]
+  if missing:
+    raise ConfigError(f'utility scores requested with no data for {", ".join(missing)}: '
+                      'set upcycle.args.scores from utility.expert_scores')
+  return {layer: [int(c) for c in utility.allocate(scores[layer], multiplier)]
+          for layer in moe_layers}
+
+
+def _more_experts(dst, src, factor, args):
+  del args
+  dst.moe.num_experts = src.moe.num_experts * factor
+
+
+@recipes.register('expand_experts', dict(
+    allocation='uniform', scores=None, layout='append', expert_heuristic='copy',
+    expert_args={}, router_heuristic='copy', router_args={}, delta=1e-3),
+                  target=_more_experts, uses_factor=True)
+def expand_experts(src, dst, args):
+  a = recipes.resolve('expand_experts', args)
+  m = recipes.expert_factor(src, dst)
+  recipes.check_topk(dst, 'target')
+  recipes.same(src, dst, 'model.num_layers', 'moe.top_k', 'moe.every', 'moe.first_dense')
+  if a['delta'] and not dst.moe.use_bias:
+    raise ConfigError(f"upcycle.args.delta={a['delta']} perturbs router biases (seed 000 "
+                      'Definition 3.1), but moe.use_bias=False; set delta=0 or use_bias=True')
+  counts = _counts(src, a, m)
+  slots = {layer: layout.replica_slots(c, a['layout']) for layer, c in counts.items()}
+  rules = (
+      Rule(r'layers_\d+/moe/experts/(wi_0|wi_1|wo)', (r'\g<0>',),
+           ops.replicate_experts(slots, a['expert_heuristic'], a['expert_args'])),
+      Rule(r'layers_\d+/moe/router/(w|bias)', (r'\g<0>',),
+           ops.extend_router(slots, a['router_heuristic'], a['router_args'], a['delta'])),
+      recipes.copy_rest(),
+  )
+  resolved = {k: v for k, v in a.items() if k != 'scores'}
+  return recipes.Recipe('expand_experts', rules, dict(resolved, counts=counts), a['opt_policy'])

@@ -1,0 +1,52 @@
+"""Depth growth (seeds 003, 004): interposition (l1, l1, l2, l2, ...) or
+stacking (l1..ln, l1..ln) by a factor, or depth up-scaling by a percentage
+(`dus`, also its own name: grow_depth with method=dus).
+
+Args (defaults in brackets): method [interpose] | stack | dus, factor [2:
+upcycle.factor], percent (dus); layout.depth_map says which layers are copied
+and how interleaved patterns are kept.
+"""
+from moe_jax.errors import ConfigError
+from moe_jax.upcycle import layout, ops
+from moe_jax.upcycle import recipes
+from moe_jax.upcycle.rules import Rule
+
+
+_DEFAULTS = dict(method='interpose', factor=2, percent=0.0)
+
+
+def _deeper(dst, src, factor, args, method=None):
+  del factor   # args['factor'] defaults to upcycle.factor (transition.recipe_args)
+  dst.model.num_layers = len(layout.depth_map(src, method or args['method'], args['factor'],
+                                              args['percent']))
+
+
+@recipes.register('grow_depth', _DEFAULTS, target=_deeper, uses_factor=True)
+def grow_depth(src, dst, args, method=None):
+  a = recipes.resolve('grow_depth', args)
+  if method:
+    a['method'] = method
+  recipes.same(src, dst, 'moe.num_experts', 'moe.every', 'moe.first_dense', 'moe.top_k')
+  lmap = layout.depth_map(src, a['method'], a['factor'], a['percent'])
+  if dst.model.num_layers != len(lmap):
+    raise ConfigError(f"grow_depth {a['method']} of {src.model.num_layers} layers gives "
+                      f'{len(lmap)}; the target has model.num_layers={dst.model.num_layers}')
+  src_kinds, dst_kinds = layout.layer_kinds(src), layout.layer_kinds(dst)
+  for j, i in enumerate(lmap):
+    if src_kinds[i] != dst_kinds[j]:
+      raise ConfigError(f'grow_depth: target layers_{j} is {dst_kinds[j]} but its source '
+                        f'layers_{i} is {src_kinds[i]}')
+
+  def layer_source(match):
+    return (f'layers_{lmap[int(match.group(1))]}/{match.group(2)}',)
+
+  rules = (Rule(r'layers_(\d+)/(.*)', layer_source, ops.copy()), recipes.copy_rest())
+  return recipes.Recipe('grow_depth', rules, dict(a, layer_map=lmap), a['opt_policy'])
+
+
+@recipes.register('dus', _DEFAULTS,
+                  target=lambda dst, src, factor, args: _deeper(dst, src, factor, args, 'dus'),
+                  description='Depth up-scaling by a percentage (seed 004): grow_depth with '
+                              'method=dus.')
+def dus(src, dst, args):
+  return grow_depth(src, dst, args, method='dus')
