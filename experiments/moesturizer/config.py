@@ -6,7 +6,7 @@ with the same SFT budget, all scored zero-shot by moe_jax.evaluate.
   python -m experiments.moesturizer.table --workdir=/tmp/moesturizer
 
   python -m experiments.launch --workdir=/tmp/smol --config=experiments/moesturizer/config.py:\
-base=/work/runs/seed004/smollm2,mix=/tmp/mix.jsonl,steps=200,batch_size=2,seeds=1,grid=reduced,\
+base=DIR/seed004/smollm2,mix=/tmp/mix.jsonl,steps=200,batch_size=2,seeds=1,grid=reduced,\
 limit=200,long_limit=50,loglik_limit=100
 
 Runs (each SFT run `steps` updates on `mix`, data.source=sft, one per seed):
