@@ -18,6 +18,7 @@ DISPATCHES = ('auto', 'reference', 'einsum', 'ragged', 'grouped', 'pallas')
 DTYPES = ('float32', 'bfloat16', 'float16')
 ROPE_SCALINGS = ('none', 'llama3')
 NORM_POSITIONS = ('pre', 'post')
+REMATS = ('none', 'full', 'save_dots', 'save_dots_no_batch', 'save_moe')  # models/remat.py
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +72,10 @@ class ModelConfig:
   tie_embeddings: bool = False
   dtype: str = 'float32'
   init_std: float = 0.02
+  # Memory (docs/internals.md): what each block keeps for the backward pass,
+  # and tokens per chunk of the LM head + loss in training (0: one [B, L, V]).
+  remat: str = 'none'
+  loss_chunk: int = 0
   moe: MoEConfig = MoEConfig()
 
   def is_moe_layer(self, i):
@@ -126,6 +131,9 @@ class ModelConfig:
       raise ConfigError(f'model.head_dim={self.head_dim} must be even (RoPE rotates pairs)')
     _check_choice('model.dtype', self.dtype, DTYPES)
     _check_choice('model.norm_position', self.norm_position, NORM_POSITIONS)
+    _check_choice('model.remat', self.remat, REMATS)
+    if self.loss_chunk < 0:
+      raise ConfigError(f'model.loss_chunk={self.loss_chunk} must be >= 0 (0: no chunks)')
     if self.init_std <= 0 or self.norm_eps <= 0 or self.rope_theta <= 0:
       raise ConfigError('model.init_std, model.norm_eps and model.rope_theta must be positive')
     _check_choice('model.rope_scaling', self.rope_scaling, ROPE_SCALINGS)
