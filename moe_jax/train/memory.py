@@ -20,7 +20,14 @@ line and the largest b with total(b) <= device_memory (rounded down to a
 multiple of grad_accum_steps). It is a fit, not a third compile; XLA's buffer
 assignment is not exactly linear, so leave a margin. `python -m moe_jax.plan
 --memory` prints this; docs/benchmarks.md ("Memory") checks it against runs.
+
+On CPU, remat saves memory only under
+XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false: XLA:CPU's
+default scheduler runs each recomputation as early as it can, so what remat
+dropped stays alive (same peak with and without; the per-compile option does
+not reach it, jax 0.10.2). The report names the XLA_FLAGS it ran under.
 """
+import os
 import re
 
 import jax
@@ -117,7 +124,8 @@ def report(config, batch_per_device=None, device_memory=None):
   out = dict(measure(config, mesh, batch_per_device), devices=mesh.size, batch_shards=shards,
              backend=jax.default_backend(), seq_len=config.seq_len,
              remat=config.model.remat, grad_accum_steps=config.get('grad_accum_steps', 1),
-             loss_chunk=config.model.loss_chunk, mu_dtype=config.opt.get('mu_dtype', ''))
+             loss_chunk=config.model.loss_chunk, mu_dtype=config.opt.get('mu_dtype', ''),
+             xla_flags=os.environ.get('XLA_FLAGS', ''))
   if device_memory is not None:
     twice = measure(config, mesh, 2 * batch_per_device)
     per_row = (twice['total'] - out['total']) / batch_per_device
