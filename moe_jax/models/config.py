@@ -72,8 +72,9 @@ class ModelConfig:
   tie_embeddings: bool = False
   dtype: str = 'float32'
   init_std: float = 0.02
-  # Memory (docs/internals.md): what each block keeps for the backward pass,
-  # and tokens per chunk of the LM head + loss in training (0: one [B, L, V]).
+  # Memory (models/remat.py; docs/benchmarks.md, "Memory"): what each block
+  # keeps for the backward pass, and tokens per chunk of the LM head + loss in
+  # training (0: one [B, L, V]).
   remat: str = 'none'
   loss_chunk: int = 0
   moe: MoEConfig = MoEConfig()
