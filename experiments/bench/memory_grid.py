@@ -1,6 +1,10 @@
 """The memory report (moe_jax/train/memory.py) over presets x remat x grad_accum_steps.
 
-  python -m experiments.bench.memory_grid --out=docs/benchmarks/memory_grid.jsonl
+  XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false \
+    python -m experiments.bench.memory_grid --out=/tmp/memory_grid.jsonl
+
+(on CPU without that flag every remat policy reports the same temporaries:
+moe_jax/train/memory.py).
 
 One JSON line per (preset, remat, grad_accum_steps), appended as each compile
 finishes (a long grid can be cut short and keeps what it has). Every row is
