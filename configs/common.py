@@ -66,6 +66,7 @@ def opt():
       decay_shape='linear',  # wsd: linear | cosine | sqrt
       final_lr_fraction=0.0,
       rewarm_steps=0,        # a second warmup after an in-run upcycle transition
+      mu_dtype='',           # Adam's first moment: '' (as params) | float32 | bfloat16
   ))
 
 
@@ -170,6 +171,7 @@ def base():
   config.total_steps = 300
   config.batch_size = 16
   config.seq_len = 128
+  config.grad_accum_steps = 1  # microbatches per step, one optimizer update (train/step.py)
   config.log_every_steps = 10
   config.eval_every_steps = 100
   config.eval_batches = 8

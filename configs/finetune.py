@@ -10,6 +10,16 @@ tokenizer from there (`data.tokenizer_path`, with the tokenizer_config.json
 beside it), so the new workdir tokenises exactly as the source did. `steps`
 and `lr` are the run's length and peak learning rate; any other key can be
 overridden with --config.KEY=VALUE.
+
+Memory (docs/benchmarks.md, "Memory"): SmolLM2-135M at the docs' batch of
+8 x 512 grew past 24 GB with the plain step. This config runs the batch as
+grad_accum_steps=4 microbatches (2 x 512 each; fewer if batch_size does not
+divide), the LM head and loss in chunks of seq_len tokens (model.loss_chunk:
+no [B, L, 49152] logits) and remat='full' (each block recomputed in the
+backward pass; on CPU this saves memory only with
+XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false). The update
+is the same as the one-batch step's (float32 round-off). Check a setting
+before a run: python -m moe_jax.plan --memory --config=configs/finetune.py:ckpt=DIR
 """
 import os
 
@@ -35,6 +45,8 @@ def get_config(arg=None):
   if config.moe.dispatch != 'einsum':
     config.moe.dispatch = 'auto'
   config.seq_len, config.batch_size = saved.seq_len, saved.batch_size
+  config.grad_accum_steps = next(n for n in (4, 2, 1) if config.batch_size % n == 0)
+  config.model.update(remat='full', loss_chunk=config.seq_len)
   config.init_from = arg.ckpt
   workdir = os.path.dirname(directory)
   if config.data.tokenizer == 'bpe' and not config.data.tokenizer_path:

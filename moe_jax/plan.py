@@ -1,6 +1,7 @@
 """Should I upcycle this checkpoint, to what, when and for how long?
 
   python -m moe_jax.plan --ckpt=DIR --budget=2e9tokens [--law=fit.json]
+  python -m moe_jax.plan --memory --config=configs/NAME.py [--device_memory=80GB]
 
 --budget is what you will spend from here on: tokens, training FLOPs
 (1e18flops) or device-hours (120gpuh). Prints the options side by side (keep
@@ -136,5 +137,8 @@ def main(argv):
 
 
 if __name__ == '__main__':   # flags only here: tests import this module
+  if '--memory' in sys.argv[1:]:   # the memory report, flags of its own (moe_jax/plan_memory.py)
+    from moe_jax import plan_memory  # pylint: disable=g-import-not-at-top
+    cli.run_app(plan_memory.main)
   define_flags()
   cli.run_app(main)

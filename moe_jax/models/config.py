@@ -17,6 +17,7 @@ ATTENTIONS = ('auto', 'reference', 'blocked')
 DTYPES = ('float32', 'bfloat16', 'float16')
 ROPE_SCALINGS = ('none', 'llama3')
 NORM_POSITIONS = ('pre', 'post')
+REMATS = ('none', 'full', 'save_dots', 'save_dots_no_batch', 'save_moe')  # models/remat.py
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +81,11 @@ class ModelConfig:
   dtype: str = 'float32'         # compute dtype; params stay float32
   init_std: float = 0.02
   attention: str = 'auto'       # auto (per platform) | reference | blocked (kernels/attention_cpu.py)
+  # Memory (models/remat.py; docs/benchmarks.md, "Memory"): what each block
+  # keeps for the backward pass, and tokens per chunk of the LM head + loss in
+  # training (0: one [B, L, V]).
+  remat: str = 'none'
+  loss_chunk: int = 0
   moe: MoEConfig = MoEConfig()
 
   def is_moe_layer(self, i):
@@ -139,6 +145,9 @@ class ModelConfig:
     _check_choice('model.dtype', self.dtype, DTYPES)
     _check_choice('model.attention', self.attention, ATTENTIONS)
     _check_choice('model.norm_position', self.norm_position, NORM_POSITIONS)
+    _check_choice('model.remat', self.remat, REMATS)
+    if self.loss_chunk < 0:
+      raise ConfigError(f'model.loss_chunk={self.loss_chunk} must be >= 0 (0: no chunks)')
     if self.init_std <= 0 or self.norm_eps <= 0 or self.rope_theta <= 0:
       raise ConfigError('model.init_std, model.norm_eps and model.rope_theta must be positive')
     _check_choice('model.rope_scaling', self.rope_scaling, ROPE_SCALINGS)

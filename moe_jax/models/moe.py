@@ -9,10 +9,12 @@ statistics, so callers need no side channels.
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 from moe_jax.models import dispatch as dispatch_lib
 from moe_jax.models import layers
 from moe_jax.models import mlp
+from moe_jax.models import remat
 from moe_jax.models import router as router_lib
 from moe_jax.models import routers
 
@@ -35,7 +37,9 @@ class MoE(nn.Module):
   cfg: 'moe_jax.models.config.ModelConfig'
 
   @nn.compact
-  def __call__(self, x_BLD, tokens_BL, valid_BL, train=False):
+  def __call__(self, x_BLD, tokens_BL, valid_BL, train=False, load_E=None):
+    """`load_E` (optional): the expert load fractions the global balance loss
+    uses instead of this batch's (gradient accumulation's whole batch)."""
     cfg, m = self.cfg, self.cfg.moe
     dtype = layers.compute_dtype(cfg)
     batch, length, d = x_BLD.shape
@@ -48,6 +52,8 @@ class MoE(nn.Module):
     idx_BLk, gates_BLk, probs_BLE, logits_BLE = routing
     # Padding tokens get zero gates: no output, no gradient, no capacity slot.
     gates_BLk = gates_BLk * valid_BL[..., None]
+    # What remat policy 'save_moe' keeps (moe_jax/models/remat.py).
+    idx_BLk, gates_BLk = checkpoint_name((idx_BLk, gates_BLk), remat.MOE_ROUTING)
 
     wi_0, wi_1, wo = Experts(m.num_experts, m.d_ff, cfg.init_std, name='experts')(d)
     # The mesh the step is traced under (the trainer sets it): expert-parallel
@@ -60,12 +66,14 @@ class MoE(nn.Module):
     if m.num_shared_experts:
       y_BLD = y_BLD + mlp.MLP(m.num_shared_experts * m.d_ff, cfg.init_std, dtype,
                               name='shared')(x_BLD)
+    y_BLD = checkpoint_name(y_BLD, remat.MOE_OUT)
 
     counts_E = router_lib.expert_counts(idx_BLk, valid_BL, m.num_experts)
     stats = dict(
         load=counts_E / jnp.maximum(jnp.sum(counts_E), 1.0),
         counts=counts_E,
-        balance_loss=router_lib.balance_loss(probs_BLE, idx_BLk, valid_BL, m.balance_scope),
+        balance_loss=router_lib.balance_loss(probs_BLE, idx_BLk, valid_BL, m.balance_scope,
+                                             load_E),
         z_loss=(router_lib.z_loss(logits_BLE, valid_BL) if logits_BLE is not None
                 else jnp.float32(0.0)),
         entropy=router_lib.entropy(probs_BLE, valid_BL),

@@ -98,14 +98,15 @@ def expert_counts(idx_BLk, valid_BL, num_experts):
   return jnp.einsum('blke,bl->e', onehot, valid_BL.astype(jnp.float32))
 
 
-def balance_loss(probs_BLE, idx_BLk, valid_BL, scope='global'):
+def balance_loss(probs_BLE, idx_BLk, valid_BL, scope='global', load_E=None):
   """Switch balance loss E * sum_e f_e * P_e (seed 001; Fedus et al.).
 
   f_e: fraction of the k-per-token assignments that went to e (no gradient);
   P_e: mean routing probability of e. `global` takes both over every valid
   token of the batch; `sequence` takes them per row and averages over rows
   with any valid token (seed 003 appendix D.1: sequence-level for the 3B
-  model, global-batch for the 17B). 1 at perfect balance.
+  model, global-batch for the 17B). 1 at perfect balance. `load_E` (global
+  scope) is f_e taken over a larger batch than this one.
   """
   num_experts, top_k = probs_BLE.shape[-1], idx_BLk.shape[-1]
   if scope == 'global':
@@ -116,6 +117,8 @@ def balance_loss(probs_BLE, idx_BLk, valid_BL, scope='global'):
   n_B = jnp.sum(w_BL, axis=-1)
   onehot = jax.nn.one_hot(idx_BLk, num_experts, dtype=jnp.float32)
   f_BE = jnp.einsum('blke,bl->be', onehot, w_BL) / jnp.maximum(n_B * top_k, 1.0)[:, None]
+  if load_E is not None and scope == 'global':
+    f_BE = load_E[None, :]
   p_BE = jnp.einsum('ble,bl->be', probs_BLE, w_BL) / jnp.maximum(n_B, 1.0)[:, None]
   loss_B = num_experts * jnp.sum(jax.lax.stop_gradient(f_BE) * p_BE, axis=-1)
   has_B = (n_B > 0).astype(jnp.float32)

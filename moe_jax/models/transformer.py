@@ -20,6 +20,7 @@ from moe_jax.models import attention
 from moe_jax.models import layers
 from moe_jax.models import mlp
 from moe_jax.models import moe as moe_lib
+from moe_jax.models import remat
 
 _ACT = ('batch', 'length', 'embed')
 
@@ -29,7 +30,8 @@ class Block(nn.Module):
   is_moe: bool
 
   @nn.compact
-  def __call__(self, x_BLD, tokens_BL, segment_ids_BL, positions_BL, train, decode):
+  def __call__(self, x_BLD, tokens_BL, segment_ids_BL, positions_BL, train, decode,
+               load_E=None):
     cfg = self.cfg
     dtype = layers.compute_dtype(cfg)
     pre = cfg.norm_position == 'pre'
@@ -41,7 +43,8 @@ class Block(nn.Module):
     mlp_norm = layers.RMSNorm(cfg.norm_eps, dtype, name='mlp_norm')
     h_BLD = mlp_norm(x_BLD) if pre else x_BLD
     if self.is_moe:
-      y_BLD, stats = moe_lib.MoE(cfg, name='moe')(h_BLD, tokens_BL, segment_ids_BL != 0, train)
+      y_BLD, stats = moe_lib.MoE(cfg, name='moe')(h_BLD, tokens_BL, segment_ids_BL != 0, train,
+                                                load_E)
     else:
       y_BLD, stats = mlp.MLP(cfg.d_ff, cfg.init_std, dtype, name='mlp')(h_BLD), None
     return (x_BLD + y_BLD if pre else mlp_norm(x_BLD + y_BLD)), stats
@@ -51,11 +54,17 @@ class Transformer(nn.Module):
   cfg: 'moe_jax.models.config.ModelConfig'
 
   @nn.compact
-  def __call__(self, tokens_BL, segment_ids=None, positions=None, train=False, decode=False):
+  def __call__(self, tokens_BL, segment_ids=None, positions=None, train=False, decode=False,
+               hidden=False, expert_load=None):
     """Logits [B, L, V] (float32) and aux. segment_ids=None: one document, no padding.
 
     decode=True reads and extends the attention KV cache (the `cache`
-    collection, mutable; moe_jax/models/attention.py).
+    collection, mutable; moe_jax/models/attention.py). hidden=True returns
+    the final-norm output [B, L, D] instead of logits, for a loss that applies
+    the LM head chunk by chunk (`head_weight`, models/losses.py).
+    `expert_load` ({'layers_i': [E]}) replaces the batch's own expert load
+    fractions in the global balance loss: gradient accumulation passes the
+    whole batch's (train/step.py).
     """
     cfg = self.cfg
     dtype = layers.compute_dtype(cfg)
@@ -71,14 +80,22 @@ class Transformer(nn.Module):
     embed = layers.Embed(cfg.vocab_size, cfg.d_model, cfg.init_std, dtype, name='embed')
     x_BLD = nn.with_logical_constraint(embed(tokens_BL), _ACT)
     aux = {'aux_loss': jnp.float32(0.0), 'moe': {}}
+    # train and decode are Python bools: static for remat (self is argument 0).
+    block_cls = remat.wrap(Block, cfg.remat, static_argnums=(5, 6))
     for i in range(cfg.num_layers):
-      x_BLD, stats = Block(cfg, cfg.is_moe_layer(i), name=f'layers_{i}')(
-          x_BLD, tokens_BL, segment_ids, positions, train, decode)
+      load_E = (expert_load or {}).get(f'layers_{i}')
+      x_BLD, stats = block_cls(cfg, cfg.is_moe_layer(i), name=f'layers_{i}')(
+          x_BLD, tokens_BL, segment_ids, positions, train, decode, load_E)
       if stats is not None:
         aux['moe'][f'layers_{i}'] = stats
         aux['aux_loss'] = (aux['aux_loss'] + cfg.moe.balance_loss_weight * stats['balance_loss']
                            + cfg.moe.z_loss_weight * stats['z_loss'])
     x_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='final_norm')(x_BLD)
+    if hidden:
+      if not cfg.tie_embeddings:   # the head's param exists whichever output is asked for
+        self.param('lm_head', layers.normal(cfg.init_std), (cfg.d_model, cfg.vocab_size),
+                   jnp.float32)
+      return x_BLD, aux
     if cfg.tie_embeddings:
       logits_BLV = embed.attend(x_BLD)
     else:
@@ -87,6 +104,15 @@ class Transformer(nn.Module):
       logits_BLV = layers.dense(x_BLD, w_DV.astype(dtype))
     logits_BLV = nn.with_logical_constraint(logits_BLV, ('batch', 'length', 'vocab'))
     return logits_BLV.astype(jnp.float32), aux
+
+
+def head_weight(params, cfg):
+  """The LM head [D, V] in the compute dtype: the tied embedding or `lm_head`,
+  exactly as `Transformer` applies it."""
+  dtype = layers.compute_dtype(cfg)
+  if cfg.tie_embeddings:
+    return params['embed']['embedding'].astype(dtype).T
+  return params['lm_head'].astype(dtype)
 
 
 def abstract_params(model, seq_len):

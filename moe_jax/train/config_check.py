@@ -2,6 +2,8 @@
 import math
 import os
 
+import jax
+
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import files
 
@@ -39,8 +41,22 @@ def check_run(config):
     if value < low or (strict and value == low) or (high is not None and value > high):
       bound = f'> {low}' if strict else f'>= {low}' if high is None else f'in [{low}, {high}]'
       raise ConfigError(f'{key}={value!r} must be {bound}')
+  _check_memory_keys(config)
   experts, shards = config.moe.num_experts, config.mesh.expert
   if experts and shards > 1 and experts % shards:
     raise ConfigError(f'moe.num_experts={experts} is not divisible by mesh.expert={shards}')
   if config.init_from and not os.path.exists(os.path.expanduser(config.init_from)):
     raise ConfigError(f'init_from={config.init_from!r} does not exist')
+
+
+def _check_memory_keys(config):
+  """grad_accum_steps splits each process' rows; loss_chunk splits a microbatch's tokens."""
+  n = config.get('grad_accum_steps', 1)
+  rows = config.batch_size // jax.process_count()
+  if not isinstance(n, int) or n <= 0 or rows % n:
+    raise ConfigError(f'grad_accum_steps={n!r} must be a positive integer dividing the '
+                      f'per-process batch ({rows} rows of batch_size={config.batch_size})')
+  chunk, tokens = config.model.get('loss_chunk', 0), config.batch_size // n * config.seq_len
+  if not isinstance(chunk, int) or chunk < 0 or (chunk and tokens % chunk):
+    raise ConfigError(f'model.loss_chunk={chunk!r} must be 0 or divide the {tokens} tokens of '
+                      f'a microbatch (batch_size / grad_accum_steps x seq_len)')

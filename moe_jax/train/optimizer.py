@@ -15,6 +15,7 @@ from moe_jax.errors import ConfigError
 
 SCHEDULES = ('wsd', 'cosine', 'constant')
 DECAY_SHAPES = ('linear', 'cosine', 'sqrt')
+MU_DTYPES = ('', 'float32', 'bfloat16')   # '': the params' dtype
 _NO_DECAY = re.compile(r'(norm/scale|bias)$')
 _FROZEN = re.compile(r'moe/router/bias$')
 
@@ -83,11 +84,16 @@ def make(opt_cfg, total_steps, params, start_step=0, lr_scale=None):
   """
   if opt_cfg.name != 'adamw':
     raise ConfigError(f"opt.name={opt_cfg.name!r} is not one of ('adamw',)")
+  mu_dtype = opt_cfg.get('mu_dtype', '')
+  if mu_dtype not in MU_DTYPES:
+    raise ConfigError(f'opt.mu_dtype={mu_dtype!r} is not one of {MU_DTYPES}')
   lr = schedule(opt_cfg, total_steps, start_step, lr_scale)
   decay_mask = jax.tree_util.tree_map(lambda no: not no, _labels(params, _NO_DECAY))
   adamw = optax.chain(
       optax.clip_by_global_norm(opt_cfg.clip_norm) if opt_cfg.clip_norm else optax.identity(),
       optax.adamw(1.0, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
-                  weight_decay=opt_cfg.weight_decay, mask=decay_mask))
+                  weight_decay=opt_cfg.weight_decay, mask=decay_mask,
+                  # A bf16 first moment halves its memory (the second stays float32).
+                  mu_dtype=mu_dtype or None))
   labels = jax.tree_util.tree_map(lambda f: 'frozen' if f else 'adamw', _labels(params, _FROZEN))
   return optax.multi_transform({'adamw': adamw, 'frozen': optax.set_to_zero()}, labels), lr

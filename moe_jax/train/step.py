@@ -5,7 +5,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from moe_jax.models import losses, router
+from moe_jax.models import router
+from moe_jax.train import accumulate
 
 
 def moe_metrics(aux):
@@ -25,26 +26,28 @@ def moe_metrics(aux):
   return out
 
 
-def _forward(model, params, batch, train, rng=None):
-  rngs = {'jitter': rng} if rng is not None else None
-  return model.apply({'params': params}, batch['inputs'], segment_ids=batch['segment_ids'],
-                     positions=batch['positions'], train=train, rngs=rngs)
-
-
-def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate, phases=None):
+def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate, phases=None,
+               grad_accum_steps=1):
   """One optimizer step; returns (new state, metrics of this step). With
   `phases` (moe_jax/train/phases.py) the router losses take the weights of
-  the step's phase."""
+  the step's phase. `grad_accum_steps` > 1 runs the batch as that many
+  microbatches (moe_jax/train/accumulate.py), same update."""
   rng = jax.random.fold_in(jax.random.key(seed), state.step)
 
-  def loss_fn(params):
-    logits, aux = _forward(model, params, batch, True, rng)
-    ce, count = losses.cross_entropy(logits, batch['targets'], batch['loss_mask'])
-    aux_loss = aux['aux_loss'] if phases is None else phases.aux_loss(aux, state.step)
-    return ce + aux_loss, (ce, count, aux_loss, aux)
+  if grad_accum_steps > 1:
+    m = model.cfg.moe
+    weights = (phases.loss_weights(state.step) if phases is not None
+               else (m.balance_loss_weight, m.z_loss_weight))
+    ce, count, aux_loss, aux, grads = accumulate.value_and_grad(
+        model, state.params, batch, rng, grad_accum_steps, weights)
+  else:
+    def loss_fn(params):
+      ce, count, aux = accumulate.loss_terms(model, params, batch, rng)
+      aux_loss = aux['aux_loss'] if phases is None else phases.aux_loss(aux, state.step)
+      return ce + aux_loss, (ce, count, aux_loss, aux)
 
-  (_, (ce, count, aux_loss, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-      state.params)
+    (_, (ce, count, aux_loss, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        state.params)
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
   lr = lr_fn(state.step)
   params = optax.apply_updates(state.params, jax.tree.map(lambda u: lr * u, updates))
@@ -62,6 +65,6 @@ def jit_train_step(model, tx, lr_fn, config, state_shardings, batch_sharding, ph
   step = functools.partial(
       train_step, model=model, tx=tx, lr_fn=lr_fn, seed=config.seed,
       bias_update_rate=config.moe.bias_update_rate if config.moe.use_bias else 0.0,
-      phases=phases)
+      phases=phases, grad_accum_steps=config.get('grad_accum_steps', 1))
   return jax.jit(step, in_shardings=(state_shardings, batch_sharding),
                  out_shardings=(state_shardings, None), donate_argnums=(0,))

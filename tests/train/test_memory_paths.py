@@ -1,0 +1,126 @@
+"""The memory-saving paths of the train step against the plain one: remat
+policies, the chunked LM head + loss, gradient accumulation and a bf16 first
+moment each give the same step (float32 round-off; bf16 within its precision)."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from moe_jax.models import config as model_config
+from moe_jax.models import transformer
+from moe_jax.train import optimizer, phases as phases_lib, state as state_lib, step
+from moe_jax.workdir import placement
+from tests.train import tiny
+
+
+def _batch(batch_size, seq_len, vocab, seed=0):
+  """Packed rows with padding: two documents a row, a padded tail, an all-pad row."""
+  rng = np.random.default_rng(seed)
+  tokens = rng.integers(0, vocab, size=(batch_size, seq_len + 1))
+  seg = np.ones((batch_size, seq_len), np.int32)
+  cut = seq_len // 3
+  seg[:, cut:] = 2
+  pos = np.concatenate([np.arange(cut), np.arange(seq_len - cut)])[None].repeat(batch_size, 0)
+  seg[1::3, seq_len - 5:] = 0
+  seg[2] = 0
+  mask = (seg != 0).astype(np.int32)
+  mask[:, 0] = 0
+  return dict(inputs=jnp.asarray(tokens[:, :-1], jnp.int32),
+              targets=jnp.asarray(tokens[:, 1:], jnp.int32),
+              segment_ids=jnp.asarray(seg), positions=jnp.asarray(pos, jnp.int32),
+              loss_mask=jnp.asarray(mask))
+
+
+def _config(**overrides):
+  c = tiny.config(**overrides)
+  c.model.vocab_size = 61
+  return c
+
+
+def _step(config, mesh=None):
+  """(new state, metrics) of one step from a fixed init on a fixed batch."""
+  cfg = model_config.ModelConfig.from_config(config)
+  model = transformer.Transformer(cfg)
+  params = model.init(jax.random.key(0), jnp.zeros((1, config.seq_len), jnp.int32))['params']
+  phases = phases_lib.build(config)
+  tx, lr_fn = optimizer.make(config.opt, config.total_steps, params, 0,
+                             phases.lr_scale if phases else None)
+  state = state_lib.create(params, tx, step=3)
+  fn = jax.jit(functools.partial(
+      step.train_step, model=model, tx=tx, lr_fn=lr_fn, seed=config.seed,
+      bias_update_rate=config.moe.bias_update_rate if config.moe.use_bias else 0.0,
+      phases=phases, grad_accum_steps=config.grad_accum_steps))
+  batch = _batch(config.batch_size, config.seq_len, 61)
+  if mesh is not None:
+    sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
+    batch = jax.device_put(batch, sharding)
+    fn = placement.on_mesh(mesh, fn)
+  return fn(state, batch)
+
+
+def _assert_same(got, want, rtol=1e-4, atol=1e-7):
+  """Metrics and Adam's moments (mu is (1 - b1) * gradient: the gradients
+  themselves) to float32 round-off; params to 1e-5, because Adam's first
+  normalized step m / sqrt(v) turns round-off in a near-zero gradient into a
+  visible change of that one weight."""
+  (s1, m1), (s0, m0) = got, want
+  assert set(m1) == set(m0)
+  for key in m0:
+    np.testing.assert_allclose(m1[key], m0[key], rtol=rtol, atol=atol, err_msg=key)
+  close = lambda rtol, atol: lambda a, b: np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+  jax.tree.map(close(rtol, atol), s1.opt_state, s0.opt_state)
+  jax.tree.map(close(0, 1e-5), s1.params, s0.params)
+
+
+_MOE = {'moe.use_bias': True, 'moe.every': 2}
+
+
+def test_remat_policies_give_the_plain_step():
+  want = _step(_config(**_MOE))
+  for policy in ('full', 'save_dots', 'save_dots_no_batch', 'save_moe'):
+    _assert_same(_step(_config(**_MOE, **{'model.remat': policy})), want)
+
+
+def test_chunked_loss_gives_the_plain_step():
+  for tie in (False, True):
+    want = _step(_config(**{'model.tie_embeddings': tie}))
+    # 8 x 32 tokens in chunks of 64 (strided: each chunk takes tokens from every row).
+    _assert_same(_step(_config(**{'model.tie_embeddings': tie, 'model.loss_chunk': 64})), want)
+
+
+@pytest.mark.parametrize('scope', ['global', 'sequence'])
+def test_grad_accumulation_gives_the_one_batch_step(scope):
+  """Balance and z losses, the selection-bias update and every logged MoE
+  metric come out as from the whole batch (the batch has padding and an
+  all-padding row, so microbatches hold unequal token counts)."""
+  keys = dict(_MOE, **{'moe.balance_scope': scope, 'moe.balance_loss_weight': 0.5,
+                       'moe.z_loss_weight': 0.1, 'moe.bias_update_rate': 0.05})
+  want = _step(_config(**keys))
+  got = _step(_config(**keys, grad_accum_steps=4))
+  _assert_same(got, want)
+  # The bias moved by the whole batch's counts: a sign rule, so the same signs.
+  for layer in ('layers_1',):
+    assert np.any(np.asarray(got[0].params[layer]['moe']['router']['bias']) != 0)
+
+
+def test_grad_accumulation_with_phases_remat_and_chunks_on_the_mesh():
+  """All paths at once on the 8-device mesh (batch split 8 ways, each
+  microbatch of 8 rows too), under seed 001's phase weights."""
+  mesh = placement.make_mesh(_config().mesh)
+  keys = dict(_MOE, batch_size=16, **{'moe.use_bias': True, 'phases.fractions': (0.5, 0.5),
+                                      'phases.balance': (5.0, 1.0)})
+  want = _step(_config(**keys), mesh)
+  got = _step(_config(**keys, grad_accum_steps=2, **{'model.remat': 'save_moe',
+                                                     'model.loss_chunk': 128}), mesh)
+  _assert_same(got, want)
+
+
+def test_bf16_first_moment():
+  """mu in bfloat16: the state holds bf16 moments, the step stays within bf16's precision."""
+  want = _step(_config())
+  got = _step(_config(**{'opt.mu_dtype': 'bfloat16'}))
+  mus = [x for x in jax.tree.leaves(got[0].opt_state) if x.dtype == jnp.bfloat16]
+  assert len(mus) == len(jax.tree.leaves(got[0].params))
+  _assert_same(got, want, rtol=2e-2, atol=1e-4)
