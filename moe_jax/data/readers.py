@@ -17,17 +17,18 @@ FORMATS = ('text', 'jsonl', 'parquet')
 _BY_SUFFIX = {'.jsonl': 'jsonl', '.json': 'jsonl', '.parquet': 'parquet'}
 
 
-def files(patterns):
-  """The files matched by comma-separated glob `patterns`, each once, in order."""
+def files(patterns, flag='--src', empty_hint='give comma-separated glob patterns'):
+  """The files matched by comma-separated glob `patterns`, each once, in order;
+  errors name `flag`, the setting the patterns came from."""
   patterns = [p.strip() for p in patterns.split(',') if p.strip()]
   if not patterns:
-    raise ConfigError('--src is empty; give comma-separated glob patterns')
+    raise ConfigError(f'{flag} is empty; {empty_hint}')
   out, seen = [], set()
   for pattern in patterns:
     paths = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True)
                    if os.path.isfile(p))
     if not paths:
-      raise ConfigError(f'--src: {pattern!r} matches no files')
+      raise ConfigError(f'{flag}: {pattern!r} matches no files')
     out += [p for p in paths if p not in seen]
     seen.update(paths)
   return out

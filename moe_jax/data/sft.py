@@ -25,14 +25,12 @@ works as for text: the rows are built once and the batch of step s is a pure
 function of (seed, s).
 """
 import dataclasses
-import glob
 import json
-import os
 import warnings
 
 import numpy as np
 
-from moe_jax.data import chat, packing, sources
+from moe_jax.data import chat, packing, readers, sources
 from moe_jax.errors import ConfigError
 
 SOURCE = 'sft'
@@ -102,21 +100,11 @@ def read(path):
 
 def load(patterns):
   """The records of every file matched by the comma-separated globs `patterns`."""
-  patterns = [p.strip() for p in patterns.split(',') if p.strip()]
-  if not patterns:
-    raise ConfigError('data.patterns is empty; data.source=sft needs JSONL files')
-  records, seen = [], set()
-  for pattern in patterns:
-    paths = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True)
-                   if os.path.isfile(p))
-    if not paths:
-      raise ConfigError(f'data.patterns: {pattern!r} matches no files')
-    for path in paths:
-      if path not in seen:
-        seen.add(path)
-        records += read(path)
+  records = [r for path in readers.files(patterns, 'data.patterns',
+                                         'data.source=sft needs JSONL files')
+             for r in read(path)]
   if not records:
-    raise ConfigError(f'data.patterns={",".join(patterns)!r}: the files hold no records')
+    raise ConfigError(f'data.patterns={patterns!r}: the files hold no records')
   return records
 
 
