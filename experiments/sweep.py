@@ -18,7 +18,7 @@ import re
 
 from experiments import hyper
 from moe_jax.errors import ConfigError
-from moe_jax.train import config_check
+from moe_jax.workdir import config_check
 from moe_jax.workdir import files
 
 SWEEP_FILE, OVERRIDES_FILE = 'sweep.json', 'overrides.json'

@@ -23,17 +23,6 @@ import jax
 from moe_jax import cli
 from moe_jax.eval import generation, harness, restore
 
-_CKPT = flags.DEFINE_string('ckpt', None, 'Workdir or checkpoint step directory.')
-_PROMPT = flags.DEFINE_multi_string('prompt', None, 'A prompt (repeat the flag for a batch).')
-_MAX_NEW = flags.DEFINE_integer('max_new_tokens', 64, 'New tokens per prompt, at most.')
-_TEMPERATURE = flags.DEFINE_float('temperature', 0.0, '0: greedy; > 0: sample.')
-_TOP_K = flags.DEFINE_integer('top_k', 0, 'Sample from the k likeliest tokens only (0: all).')
-_TOP_P = flags.DEFINE_float('top_p', 1.0, 'Sample from the smallest set of tokens whose '
-                            'probability reaches p (1: all).')
-_SEED = flags.DEFINE_integer('seed', 0, 'Sampling seed.')
-_CHAT = flags.DEFINE_bool('chat', False, "Each prompt is a user turn in the workdir's chat "
-                          'template; stop at its end-of-turn token.')
-flags.mark_flags_as_required(['ckpt', 'prompt'])
 
 
 def continuations(ckpt, prompts, max_new_tokens, temperature, seed, top_k=0, top_p=1.0,
@@ -56,14 +45,31 @@ def continuations(ckpt, prompts, max_new_tokens, temperature, seed, top_k=0, top
   return [dict(prompt=p, completion=tok.decode(ids), tokens=ids) for p, ids in zip(prompts, new)]
 
 
+def define_flags():
+  """The command line; defined only when run as a program, so tests import
+  this module beside other entry points without clashing flags."""
+  flags.DEFINE_string('ckpt', None, 'Workdir or checkpoint step directory.')
+  flags.DEFINE_multi_string('prompt', None, 'A prompt (repeat the flag for a batch).')
+  flags.DEFINE_integer('max_new_tokens', 64, 'New tokens per prompt, at most.')
+  flags.DEFINE_float('temperature', 0.0, '0: greedy; > 0: sample.')
+  flags.DEFINE_integer('top_k', 0, 'Sample from the k likeliest tokens only (0: all).')
+  flags.DEFINE_float('top_p', 1.0, 'Sample from the smallest set of tokens whose '
+                     'probability reaches p (1: all).')
+  flags.DEFINE_integer('seed', 0, 'Sampling seed.')
+  flags.DEFINE_bool('chat', False, "Each prompt is a user turn in the workdir's chat "
+                    'template; stop at its end-of-turn token.')
+  flags.mark_flags_as_required(['ckpt', 'prompt'])
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  for line in cli.run_reporting_errors(continuations, _CKPT.value, _PROMPT.value, _MAX_NEW.value,
-                                       _TEMPERATURE.value, _SEED.value, _TOP_K.value,
-                                       _TOP_P.value, _CHAT.value):
+  f = flags.FLAGS
+  for line in cli.run_reporting_errors(continuations, f.ckpt, f.prompt, f.max_new_tokens,
+                                       f.temperature, f.seed, f.top_k, f.top_p, f.chat):
     print(json.dumps(line))
 
 
 if __name__ == '__main__':
+  define_flags()
   cli.run_app(main)

@@ -26,13 +26,6 @@ from moe_jax.errors import ConfigError
 from moe_jax.eval import norms, restore, routing
 from moe_jax.workdir import checkpoint, containment
 
-_CKPT = flags.DEFINE_multi_string('ckpt', None, 'Workdir or checkpoint step directory '
-                                  '(repeat to compare norms).')
-_NORMS = flags.DEFINE_bool('norms', False, 'Layer-wise weight norms.')
-_ROUTING = flags.DEFINE_bool('routing', False, 'Routing by token type.')
-_BATCHES = flags.DEFINE_integer('batches', None, 'Validation batches to route.')
-_PLOT = flags.DEFINE_string('plot', '', 'PNG path (default: no plot).')
-flags.mark_flag_as_required('ckpt')
 
 
 def inspect_norms(ckpts, plot_path=''):
@@ -67,12 +60,25 @@ def run(ckpts, norms_mode=False, plot_path='', routing_mode=False, batches=None)
   return f'{text}\nplot: {path or "none (pass --plot=PNG to write one)"}'
 
 
+def define_flags():
+  """The command line; defined only when run as a program, so tests import
+  this module beside other entry points without clashing flags."""
+  flags.DEFINE_multi_string('ckpt', None, 'Workdir or checkpoint step directory '
+                            '(repeat to compare norms).')
+  flags.DEFINE_bool('norms', False, 'Layer-wise weight norms.')
+  flags.DEFINE_bool('routing', False, 'Routing by token type.')
+  flags.DEFINE_integer('batches', None, 'Validation batches to route.')
+  flags.DEFINE_string('plot', '', 'PNG path (default: no plot).')
+  flags.mark_flag_as_required('ckpt')
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  print(cli.run_reporting_errors(run, _CKPT.value, _NORMS.value, _PLOT.value,
-                                 _ROUTING.value, _BATCHES.value))
+  f = flags.FLAGS
+  print(cli.run_reporting_errors(run, f.ckpt, f.norms, f.plot, f.routing, f.batches))
 
 
 if __name__ == '__main__':
+  define_flags()
   cli.run_app(main)

@@ -21,7 +21,7 @@ ALLOWED = {
     'parallel': {'errors', 'kernels', 'sharding'},
     'models': {'errors', 'kernels', 'sharding', 'parallel', 'registry'},
     'data': {'errors', 'atomic'},
-    'workdir': {'errors', 'atomic', 'json_file', 'sharding', 'models'},
+    'workdir': {'errors', 'atomic', 'json_file', 'sharding', 'models', 'data'},
     'upcycle': {'errors', 'atomic', 'registry', 'sharding', 'models', 'data', 'workdir'},
     'eval': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
     'interop': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir', 'upcycle'},

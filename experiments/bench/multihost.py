@@ -68,7 +68,7 @@ def state(workdir, step):
   out = {}
   with ocp.StandardCheckpointer() as ckptr:
     for name in ('params', 'opt_state'):
-      path = os.path.join(os.path.abspath(workdir), checkpoint.CHECKPOINTS, str(step), name)
+      path = os.path.join(os.path.abspath(workdir), files.CHECKPOINTS, str(step), name)
       meta = ckptr.metadata(path)
       target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
                             getattr(meta, 'item_metadata', meta))
@@ -116,7 +116,7 @@ def kill_run(workdir, steps, rng):
     time.sleep(0.01)
   launcher_s = time.perf_counter() - t0
   out = launcher.stdout.read()
-  kept = sorted(int(d) for d in os.listdir(os.path.join(workdir, checkpoint.CHECKPOINTS))
+  kept = sorted(int(d) for d in os.listdir(os.path.join(workdir, files.CHECKPOINTS))
                 if d.isdigit())
   return dict(killed_after_step=logged, process0_exit_s=p0_gone or launcher_s,
               launcher_exit_s=launcher_s, launcher_status=launcher.returncode,
@@ -193,9 +193,9 @@ def main(argv=None):
     half, result['reshard'] = steps // 2, {}
     for name, procs, devs in (('to_p1x4', 1, 4), ('to_p4x1', 4, 1)):
       shutil.copytree(wd('p2x2'), wd(name))
-      for d in os.listdir(os.path.join(wd(name), checkpoint.CHECKPOINTS)):
+      for d in os.listdir(os.path.join(wd(name), files.CHECKPOINTS)):
         if d.isdigit() and int(d) > half:
-          shutil.rmtree(os.path.join(wd(name), checkpoint.CHECKPOINTS, d))
+          shutil.rmtree(os.path.join(wd(name), files.CHECKPOINTS, d))
       train(wd(name), procs, devs, steps)
       result['reshard'][name] = dict(compare(wd('p2x2'), wd(name), steps), from_step=half)
   finally:

@@ -24,8 +24,8 @@ from moe_jax.data.tokenizer import SPECIALS_FILE
 from moe_jax.errors import ConfigError
 from moe_jax.interop import archs, gguf_io, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
-from moe_jax.train import config_check
-from moe_jax.workdir import checkpoint, containment, digest, files, lineage, run_record, staging
+from moe_jax.workdir import (checkpoint, config_check, containment, digest, files, lineage,
+                             run_record, staging)
 
 
 def read(src):

@@ -26,7 +26,7 @@ from moe_jax import atomic
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import (collect, cost, dstar, fit, forms, optimal, plots, presets,
                                   table)
-from moe_jax.workdir import files
+from moe_jax.json_file import read_json
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,7 +121,7 @@ def _load_params(spec, form_name=None):
   if spec in presets.PRESETS:
     entry = presets.PRESETS[spec]
   elif os.path.isfile(spec):
-    entry = files.read_json(spec)
+    entry = read_json(spec)
     fits = entry.get('fits', [entry])
     if not isinstance(fits, list) or not all(isinstance(e, dict) for e in fits):
       raise ConfigError(f'--params {spec}: "fits" is not a list of objects')

@@ -36,9 +36,9 @@ import numpy as np
 
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
-from moe_jax.train import config_check, phases as phases_lib
+from moe_jax.train import phases as phases_lib
 from moe_jax.train import program as program_lib, step
-from moe_jax.workdir import placement
+from moe_jax.workdir import config_check, placement
 
 _UNITS = {'B': 1, 'KB': 10**3, 'MB': 10**6, 'GB': 10**9, 'TB': 10**12,
           'KIB': 2**10, 'MIB': 2**20, 'GIB': 2**30, 'TIB': 2**40}

@@ -26,9 +26,9 @@ from moe_jax.eval import norms
 from moe_jax.models import accounting
 from moe_jax.models import dispatch as dispatch_lib
 from moe_jax.models import config as model_config
-from moe_jax.train import config_check, metrics, program as program_lib, summary
+from moe_jax.train import metrics, program as program_lib, summary
 from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint, files, lineage, placement, run_record
+from moe_jax.workdir import checkpoint, config_check, files, lineage, placement, run_record
 
 
 class _Interrupts:
@@ -352,7 +352,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
     interrupts.restore()
     _shut_down(manager, writer, raise_errors=finished)
   if interrupted_at is not None and jax.process_index() == 0:   # the save has completed
-    print(f'saved checkpoint {interrupted_at} in {os.path.join(workdir, checkpoint.CHECKPOINTS)}; '
+    print(f'saved checkpoint {interrupted_at} in {os.path.join(workdir, files.CHECKPOINTS)}; '
           'the same command resumes from it', file=sys.stderr, flush=True)
   if 'val_loss' in last:
     # The loss of the best context-free model: what "learned something" beats.

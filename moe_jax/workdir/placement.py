@@ -21,6 +21,18 @@ def _env_int(name):
     raise ConfigError(f'{name}={os.environ.get(name)!r} must be an integer') from None
 
 
+def process_count(mesh_cfg):
+  """The run's process count as configured (mesh keys, else the launcher's
+  MOE_JAX_* variables), without starting a backend: checks that run before
+  `initialize` must not touch a device. 1 when nothing names one; JAX's
+  count once jax.distributed has started (mesh.distributed's detection)."""
+  if jax.distributed.is_initialized():
+    return jax.process_count()
+  count = mesh_cfg.get('num_processes', 0) or (
+      _env_int(ENV_COUNT) if os.environ.get(ENV_ADDRESS) else 0)
+  return max(count, 1)
+
+
 def initialize(mesh_cfg):
   """Joins this process to a multi-process run; call it before anything
   touches a device (a backend started first cannot join).

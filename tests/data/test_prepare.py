@@ -84,10 +84,12 @@ def test_every_document_lands_once_on_its_side_of_the_split(tmp_path, fmt):
 
 def test_bpe_and_workers_give_the_same_shards(tmp_path):
   write_jsonl(tmp_path / 'a.jsonl', texts(60))
+  # val_fraction 0.5: 60 documents never give an empty validation split,
+  # whatever tmp_path (their names, FILE:LINE, decide the split) is.
   one = prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'one'), tokenizer='bpe',
-                        shard_mb=0.001, bpe_vocab_size=300)
+                        shard_mb=0.001, bpe_vocab_size=300, val_fraction=0.5)
   two = prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'two'), tokenizer='bpe',
-                        shard_mb=0.001, bpe_vocab_size=300, workers=2)
+                        shard_mb=0.001, bpe_vocab_size=300, workers=2, val_fraction=0.5)
   assert one['tokenizer']['fingerprint'].startswith('bpe:')
   assert one['tokenizer']['fingerprint'] == two['tokenizer']['fingerprint']
   assert _shards(str(tmp_path / 'one')) == _shards(str(tmp_path / 'two'))
@@ -97,7 +99,8 @@ def test_bpe_and_workers_give_the_same_shards(tmp_path):
   # A tokenizer.json given by path is copied in and used as is.
   path = tmp_path / 'tok.json'
   train_bpe(texts(20, seed=3), 280).save(str(path))
-  third = prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'three'), tokenizer=str(path))
+  third = prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'three'), tokenizer=str(path),
+                          val_fraction=0.5)
   assert prepared.load_tokenizer(str(tmp_path / 'three'), third).vocab_size <= 280
 
 

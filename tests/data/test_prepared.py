@@ -194,7 +194,8 @@ def test_tokenizer_mismatch_and_small_vocab_are_refused(corpus, tmp_path):
 def test_a_bpe_corpus_brings_its_tokenizer_into_the_workdir(tmp_path):
   write_jsonl(tmp_path / 'a.jsonl', texts(40))
   out = str(tmp_path / 'bpe')
-  prepare.prepare(f'{tmp_path}/a.jsonl', out, tokenizer='bpe', bpe_vocab_size=300)
+  prepare.prepare(f'{tmp_path}/a.jsonl', out, tokenizer='bpe', bpe_vocab_size=300,
+                  val_fraction=0.5)   # 40 documents: never an empty validation split
   config = _config(out)
   tok = pipeline.tokenizer_for(config, None)
   assert tok.fingerprint.startswith('bpe:') and tok.vocab_size > 259

@@ -38,7 +38,7 @@ def _losses(workdir):
 
 
 def _steps(workdir):
-  return sorted(int(d) for d in os.listdir(os.path.join(workdir, checkpoint.CHECKPOINTS))
+  return sorted(int(d) for d in os.listdir(os.path.join(workdir, files.CHECKPOINTS))
                 if d.isdigit())
 
 
@@ -49,7 +49,7 @@ def _writes(output, process, workdir):
   found = [os.path.realpath(p) for p in found]
   return {os.path.relpath(p, root) for p in found
           if p.startswith(root + os.sep) and not p.startswith(
-              os.path.join(root, checkpoint.CHECKPOINTS) + os.sep)}
+              os.path.join(root, files.CHECKPOINTS) + os.sep)}
 
 
 def _one_process(workdir, devices, keys, stop_at=None):
@@ -88,7 +88,7 @@ def test_killed_process_stops_the_run_which_resumes_on_any_process_count(tmp_pat
   # Written by 2 processes, continued by 1 process on 1 device from step 3.
   moved = str(tmp_path / 'moved')
   shutil.copytree(run, moved)
-  shutil.rmtree(os.path.join(moved, checkpoint.CHECKPOINTS, '6'))
+  shutil.rmtree(os.path.join(moved, files.CHECKPOINTS, '6'))
   trainer.train_and_evaluate(tiny.config(**_BASE, **{'mesh.num_devices': 1}), moved)
   _assert_close(_losses(moved), _losses(run), range(4, 7))
 

@@ -2,10 +2,9 @@
 import math
 import os
 
-import jax
 
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import files
+from moe_jax.workdir import files, placement
 
 _POSITIVE = ('total_steps', 'batch_size', 'seq_len', 'log_every_steps')
 _NON_NEGATIVE = ('eval_every_steps', 'eval_batches', 'checkpoint_every_steps',
@@ -52,7 +51,7 @@ def check_run(config):
 def _check_memory_keys(config):
   """grad_accum_steps splits each process' rows; loss_chunk splits a microbatch's tokens."""
   n = config.get('grad_accum_steps', 1)
-  rows = config.batch_size // jax.process_count()
+  rows = config.batch_size // placement.process_count(config.mesh)
   if not isinstance(n, int) or n <= 0 or rows % n:
     raise ConfigError(f'grad_accum_steps={n!r} must be a positive integer dividing the '
                       f'per-process batch ({rows} rows of batch_size={config.batch_size})')
