@@ -144,7 +144,7 @@ def rebuild(path, out=None):
   `out` report.md and the plots written there (never over the results file)."""
   runs, extra = read_results(path)
   if out is None:
-    return from_results(path)
+    return render(runs, extra.get('metric', 'val_loss'), tuple(extra.get('by', ())))[0]
   if os.path.abspath(os.path.join(out, REPORT_FILE)) == os.path.abspath(path):
     raise ConfigError(f'--out={out} would overwrite --results={path}')
   return write(out, extra.get('metric', 'val_loss'), tuple(extra.get('by', ())), runs=runs,

@@ -8,7 +8,6 @@ temporaries and total, and with --device_memory the largest batch per device
 that fits (moe_jax/train/memory.py says how). Compiles ahead of time on this
 backend with abstract inputs: nothing is allocated, so any preset works on CPU.
 """
-import json
 
 from absl import flags
 from ml_collections import config_flags
@@ -32,8 +31,7 @@ def _report():
 
 
 def main(argv):
-  del argv   # cli.run_app refuses positional arguments
-  print(json.dumps(cli.run_reporting_errors(_report)))
+  cli.print_json_result(argv, _report)
 
 
 if __name__ == '__main__':

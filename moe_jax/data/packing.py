@@ -41,6 +41,10 @@ class Packed:
     return features(self.tokens[idx], self.segment_ids[idx], self.positions[idx],
                     None if self.mask is None else self.mask[idx])
 
+  def eval_order(self, seed, size):
+    """The first `size` rows of a fixed shuffle (the rows interface of sources.Source)."""
+    return np.random.default_rng(seed).permutation(len(self))[:size]
+
 
 def pieces(tokens, seq_len):
   """A document's full chunks [k, seq_len + 1] and its leftover (may be empty)."""

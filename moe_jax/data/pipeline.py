@@ -44,7 +44,7 @@ TOKENIZER_FILE = 'tokenizer.json'
 # What a workdir's tokenizer is: the BPE and, for an imported one, its special tokens.
 TOKENIZER_FILES = (TOKENIZER_FILE, SPECIALS_FILE)
 _EVAL_ORDER_SEED = 0   # eval rows are sampled the same way whatever `seed` is
-tokenize, unigram_entropy = sources.tokenize, sources.unigram_entropy
+unigram_entropy = sources.unigram_entropy
 
 
 def documents(config, split):
@@ -182,8 +182,7 @@ def eval_batches(config, tok, *, full=False, process_index=None, process_count=N
   if not full:
     count = min(count, config.eval_batches)
   size = count * config.batch_size
-  order = (rows.eval_order(_EVAL_ORDER_SEED, size) if hasattr(rows, 'eval_order') else
-           np.random.default_rng(_EVAL_ORDER_SEED).permutation(len(rows))[:size])
+  order = rows.eval_order(_EVAL_ORDER_SEED, size)
   # Index len(rows) stands for an all-padding row.
   order = np.concatenate([order, np.full(size - len(order), len(rows))])
   return [_padded_batch(rows, order[s * config.batch_size:(s + 1) * config.batch_size]

@@ -127,12 +127,17 @@ class BpeTokenizer(_Fingerprinted):
     return self.tok.to_str()
 
   def encode(self, text):
-    return np.asarray(self.tok.encode(_valid(text), add_special_tokens=False).ids, np.int32)
+    return self.encode_batch([text])[0]
 
   def encode_batch(self, texts):
-    # The Rust side encodes the batch on all cores.
-    return [np.asarray(e.ids, np.int32)
-            for e in self.tok.encode_batch([_valid(t) for t in texts], add_special_tokens=False)]
+    # The Rust side encodes the batch on all cores. It refuses a lone
+    # surrogate with a TypeError: only then is each text made valid (a
+    # corpus pass pays nothing for a command-line prompt's odd byte).
+    try:
+      encodings = self.tok.encode_batch(list(texts), add_special_tokens=False)
+    except TypeError:
+      encodings = self.tok.encode_batch([_valid(t) for t in texts], add_special_tokens=False)
+    return [np.asarray(e.ids, np.int32) for e in encodings]
 
   def decode(self, ids):
     return self.tok.decode([int(i) for i in ids], skip_special_tokens=True)

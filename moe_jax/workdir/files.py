@@ -10,7 +10,6 @@ and reads the trainer's metrics.jsonl (`metrics`).
 Writes are atomic (moe_jax/atomic.py): a reader sees the old file or the new
 one, never a torn one, whenever the writer is killed.
 """
-import dataclasses
 import json
 import os
 
@@ -88,8 +87,7 @@ SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.nu
               'model.qk_norm', 'model.qkv_bias', 'model.norm_position', 'moe.num_experts',
               'moe.d_ff', 'moe.num_shared_experts', 'moe.every', 'moe.first_dense', 'moe.router',
               'moe.use_bias', 'upcycle.step', 'upcycle.recipe', 'upcycle.factor')
-_MODEL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(model_config.ModelConfig)
-                   if f.default is not dataclasses.MISSING}
+_MODEL_DEFAULTS = model_config.defaults(model_config.ModelConfig)
 # Keys added after runs were written, and the value those runs had.
 _ADDED = {'data.encoding': ''}
 
