@@ -22,6 +22,7 @@ from experiments import report, runner, study_cli, sweep
 from experiments.seed002 import report as seed002_report
 from moe_jax.errors import ConfigError
 from moe_jax.eval import routing
+from moe_jax.workdir import files
 
 ROUTED = ('up_single', 'scratch')
 _fmt = seed002_report.fmt
@@ -65,12 +66,13 @@ def schedule_report(runs, routed, plot_dir):
 
 def route(sweep_dir, batches):
   """{run: (markdown, result)} of `inspect --routing` of each finished routed
-  run's last checkpoint (its heatmap and JSON to DIR/plots/routing_<run>.*)."""
+  run's last checkpoint (its JSON to DIR/plots/routing_<run>.json; routing_report
+  draws the heatmap beside it, as it does for a rebuild)."""
   out = {}
   for name in ROUTED:
     if runner.status(os.path.join(sweep_dir, name)).get('state') == 'done':
-      plot = os.path.join(sweep_dir, 'plots', f'routing_{name}.png')
-      text, _, result = routing.inspect_checkpoint(os.path.join(sweep_dir, name), batches, plot)
+      text, _, result = routing.inspect_checkpoint(os.path.join(sweep_dir, name), batches)
+      files.write_json(os.path.join(sweep_dir, report.PLOTS_DIR, f'routing_{name}.json'), result)
       out[name] = (text, result)
   return out
 
