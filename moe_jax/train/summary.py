@@ -3,21 +3,15 @@ for how long, and where it writes. A run that says so up front is one whose
 wrong config is caught before it has cost an hour."""
 import os
 
+from moe_jax.workdir import lineage_table
+
 # The first word of each line, so a reader can tell them from the rest.
 LABELS = ('model', 'grows', 'tokens', 'devices', 'steps', 'writes')
 
 
-def _num(x):
-  for unit, scale in (('B', 1e9), ('M', 1e6), ('K', 1e3)):
-    if x >= scale:
-      return f'{x / scale:.3g}{unit}'
-  return str(x)
-
-
 def _model(summary):
-  kind = (f'MoE {summary["num_experts"]}x top-{summary["top_k"]}' if summary['num_experts']
-          else 'dense')
-  return f'{kind}, {_num(summary["params"])} params ({_num(summary["params_active"])} active)'
+  return (f'{lineage_table.describe(summary)}, {lineage_table.num(summary["params"])} params '
+          f'({lineage_table.num(summary["params_active"])} active)')
 
 
 def start_lines(config, run_info, mesh, workdir, start):

@@ -66,7 +66,8 @@ def rows(record, step=None):
   return out
 
 
-def _num(x, digits=3):
+def num(x, digits=3):
+  """1.23M, 456K, 789; '?' for None (parameter and token counts)."""
   if x is None:
     return '?'
   for unit, scale in (('T', 1e12), ('B', 1e9), ('M', 1e6), ('K', 1e3)):
@@ -85,7 +86,7 @@ def chain(table):
     if r.get('origin') == 'init_from' and r['stage']:
       parts.append(f'fine-tune from step {table[r["stage"] - 1]["end_step"]}')
     else:
-      parts.append(f'{r["model"]} {_num(r["params"])}{at}')
+      parts.append(f'{r["model"]} {num(r["params"])}{at}')
   return ' -> '.join(parts)
 
 
@@ -99,9 +100,9 @@ def cells(r):
   """The printed cells of one rows() entry, keyed like COLUMNS."""
   loss = ('' if r['loss_before'] is None else
           f'{r["loss_before"]:.4f} -> {r["loss_after"]:.4f}')
-  return dict(stage=str(r['stage']), model=r['model'], params=_num(r['params']),
-              active=_num(r['active']), steps=f'{r["start_step"]}-{r["end_step"]}',
-              tokens=_num(r['tokens']), tokens_total=_num(r['tokens_total']), loss=loss,
+  return dict(stage=str(r['stage']), model=r['model'], params=num(r['params']),
+              active=num(r['active']), steps=f'{r["start_step"]}-{r["end_step"]}',
+              tokens=num(r['tokens']), tokens_total=num(r['tokens_total']), loss=loss,
               val_loss='' if r['val_loss'] is None else f'{r["val_loss"]:.4f}',
               how=r['how'], workdir=r['workdir'])
 

@@ -6,7 +6,7 @@ import jax
 from configs import common
 from moe_jax.train import summary
 from moe_jax.upcycle import transition
-from moe_jax.workdir import placement, run_record
+from moe_jax.workdir import lineage_table, placement, run_record
 
 
 def _lines(config, start=0):
@@ -22,8 +22,8 @@ def test_the_summary_names_what_the_run_is():
   config.mesh.update(data=4, expert=2)
   counts = run_record.summary(config)
   text = '\n'.join(_lines(config, start=100))
-  assert f'MoE 8x top-2, {summary._num(counts["params"])} params (' \
-         f'{summary._num(counts["params_active"])} active)' in text
+  assert f'MoE 8x top-2, {lineage_table.num(counts["params"])} params (' \
+         f'{lineage_table.num(counts["params_active"])} active)' in text
   assert counts['params'] > counts['params_active']
   assert 'tokens   2,048 per step (batch 16 x seq_len 128)' in text
   assert (f'devices  {jax.device_count()} cpu, mesh data=4 fsdp=1 expert=2 tensor=1, moe.dispatch '
