@@ -91,16 +91,14 @@ class Transformer(nn.Module):
         aux['aux_loss'] = (aux['aux_loss'] + cfg.moe.balance_loss_weight * stats['balance_loss']
                            + cfg.moe.z_loss_weight * stats['z_loss'])
     x_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='final_norm')(x_BLD)
+    # The head's param exists whichever output is asked for.
+    w_DV = None if cfg.tie_embeddings else self.param(
+        'lm_head', layers.normal(cfg.init_std), (cfg.d_model, cfg.vocab_size), jnp.float32)
     if hidden:
-      if not cfg.tie_embeddings:   # the head's param exists whichever output is asked for
-        self.param('lm_head', layers.normal(cfg.init_std), (cfg.d_model, cfg.vocab_size),
-                   jnp.float32)
       return x_BLD, aux
-    if cfg.tie_embeddings:
+    if w_DV is None:
       logits_BLV = embed.attend(x_BLD)
     else:
-      w_DV = self.param('lm_head', layers.normal(cfg.init_std), (cfg.d_model, cfg.vocab_size),
-                        jnp.float32)
       logits_BLV = layers.dense(x_BLD, w_DV.astype(dtype))
     logits_BLV = nn.with_logical_constraint(logits_BLV, ('batch', 'length', 'vocab'))
     return logits_BLV.astype(jnp.float32), aux
