@@ -116,11 +116,12 @@ def run(command, processes, devices_per_process=0, grace_s=3.0, out=None, poll_s
       procs.append(p)
       pumps.append(threading.Thread(target=_pump, args=(i, p.stdout, out, lock), daemon=True))
       pumps[-1].start()
-    failed = None
-    while failed is None and any(p.poll() is None for p in procs):
-      failed = next((i for i, p in enumerate(procs) if p.poll()), None)
+    while True:   # one poll of each process per round: failure and "all done" agree
+      codes = [p.poll() for p in procs]
+      failed = next((i for i, code in enumerate(codes) if code), None)
+      if failed is not None or None not in codes:
+        break
       time.sleep(poll_s)
-    failed = next((i for i, p in enumerate(procs) if p.poll()), None) if failed is None else failed
     if failed is not None:
       t_failed = time.monotonic()
       for p in procs:
