@@ -16,7 +16,7 @@ import numpy as np
 import safetensors.numpy
 
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import files
+from moe_jax.workdir import containment, files
 
 INDEX = 'model.safetensors.index.json'
 SINGLE = 'model.safetensors'
@@ -74,8 +74,8 @@ def _shard(path, name):
   `path` (after resolving links): an entry cannot make us open /etc/passwd."""
   if not isinstance(name, str) or not name:
     raise ConfigError(f'{path}/{INDEX}: weight_map entry {name!r} is not a file name')
-  real, inside = os.path.realpath(path), os.path.realpath(os.path.join(path, name))
-  if os.path.commonpath([real, inside]) != real or inside == real:
+  real = os.path.realpath(path)
+  if not containment.within(os.path.realpath(os.path.join(path, name)), real):
     raise ConfigError(f'{path}/{INDEX}: weight_map entry {name!r} points outside --src')
   return name
 

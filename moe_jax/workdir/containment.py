@@ -28,6 +28,11 @@ def overlaps(a, b):
   return common in (a, b)
 
 
+def within(path, root):
+  """Whether the absolute `path` lies strictly inside `root` (never equal)."""
+  return path != root and os.path.commonpath([path, root]) == root
+
+
 def apart(dst, dst_flag, src, src_flag, what='source', inside_ok=False):
   """Refuses `dst` (a destination, as the user gave it) that is, lies inside
   or holds `src`, compared as resolved paths; `what` names the source in the
@@ -39,7 +44,6 @@ def apart(dst, dst_flag, src, src_flag, what='source', inside_ok=False):
   real_src = os.path.realpath(os.path.abspath(os.path.expanduser(src)))
   given = _resolved(dst)
   for path in (given, os.path.realpath(given)):
-    inside = os.path.commonpath([path, real_src]) == real_src and path != real_src
-    if overlaps(path, real_src) and not (inside_ok and inside):
+    if overlaps(path, real_src) and not (inside_ok and within(path, real_src)):
       raise ConfigError(f'{dst_flag}={dst} ({path}) must lie outside {src_flag} '
                         f'({what} {real_src}): it would write into or delete it')

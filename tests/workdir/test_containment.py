@@ -42,3 +42,10 @@ def test_inside_ok_allows_a_file_inside_never_the_source_or_above(tree):
   for dst in ('src', 'to_src', '.'):
     with pytest.raises(ConfigError, match='must lie outside'):
       containment.apart(str(tree / dst), '--plot', str(tree / 'src'), '--ckpt', inside_ok=True)
+
+
+@pytest.mark.parametrize('path, root, want', [
+    ('/a/b', '/a', True), ('/a/b/c', '/a', True), ('/a', '/a', False), ('/ab', '/a', False),
+    ('/', '/a', False), ('/x/a', '/a', False)])
+def test_within_is_strictly_inside(path, root, want):
+  assert containment.within(path, root) is want
