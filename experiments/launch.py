@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 import tqdm
 
 from experiments import hyper, runner, sweep
@@ -195,8 +195,7 @@ def launch(config, workdir, backend='local', parallel=1, dry_run=False, only=(),
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  del argv   # cli.run_app refuses positional arguments
   f = flags.FLAGS
   sys.exit(cli.run_reporting_errors(launch, f.config, f.workdir, f.backend, f.parallel,
                                     f.dry_run, f.only, f.processes))

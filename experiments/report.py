@@ -307,8 +307,7 @@ def _duration(seconds):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  del argv   # cli.run_app refuses positional arguments
   f = flags.FLAGS
   if f.results:
     print(cli.run_reporting_errors(rebuild, f.results, f.out))

@@ -7,7 +7,7 @@ Its output goes to SWEEP_DIR/NAME/log.txt; see experiments/runner.py.
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from experiments import runner
 from moe_jax import cli
@@ -20,8 +20,7 @@ flags.mark_flags_as_required(['workdir', 'run'])
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  del argv   # cli.run_app refuses positional arguments
   sys.exit(cli.run_reporting_errors(runner.execute, os.path.abspath(_WORKDIR.value), _RUN.value,
                                     _PROCESSES.value))
 

@@ -12,7 +12,7 @@ study flag (its name and choices are the report's), --workdir or --results,
 """
 import os
 
-from absl import app, flags
+from absl import flags
 
 from moe_jax import cli
 from moe_jax.errors import ConfigError
@@ -43,8 +43,7 @@ def run(write, rebuild, studies=None, study_flag='study', option=None):
     return write(*args, *([extra.value] if extra is not None else []))
 
   def main(argv):
-    if len(argv) > 1:
-      raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+    del argv   # cli.run_app refuses positional arguments
     print(cli.run_reporting_errors(report))
 
   cli.run_app(main)

@@ -47,11 +47,9 @@ def run_reporting_errors(fn, *args):
     _exit('interrupted', 130)
 
 
-def print_json_result(argv, fn, *args):
-  """The main of a flags-only command whose result is one JSON line: extra
-  arguments are a usage error, `fn(*args)` runs under run_reporting_errors."""
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+def print_json_result(fn, *args):
+  """The main of a flags-only command (run_app refuses extra arguments) whose
+  result is one JSON line: `fn(*args)` runs under run_reporting_errors."""
   print(json.dumps(run_reporting_errors(fn, *args)))
 
 

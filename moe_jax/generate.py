@@ -17,7 +17,7 @@ and tokens (the new ids).
 """
 import json
 
-from absl import app, flags
+from absl import flags
 import jax
 
 from moe_jax import cli
@@ -62,8 +62,7 @@ def define_flags():
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  del argv   # cli.run_app refuses positional arguments
   f = flags.FLAGS
   for line in cli.run_reporting_errors(continuations, f.ckpt, f.prompt, f.max_new_tokens,
                                        f.temperature, f.seed, f.top_k, f.top_p, f.chat):

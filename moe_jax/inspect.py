@@ -19,7 +19,7 @@ nothing under its inputs unless told where (moe_jax/workdir/containment.py).
 """
 import os
 
-from absl import app, flags
+from absl import flags
 
 from moe_jax import cli
 from moe_jax.errors import ConfigError
@@ -73,8 +73,7 @@ def define_flags():
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  del argv   # cli.run_app refuses positional arguments
   f = flags.FLAGS
   print(cli.run_reporting_errors(run, f.ckpt, f.norms, f.plot, f.routing, f.batches))
 

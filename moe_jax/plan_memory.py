@@ -31,7 +31,8 @@ def _report():
 
 
 def main(argv):
-  cli.print_json_result(argv, _report)
+  del argv   # cli.run_app refuses positional arguments
+  cli.print_json_result(_report)
 
 
 if __name__ == '__main__':

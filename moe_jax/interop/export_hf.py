@@ -24,7 +24,8 @@ flags.mark_flags_as_required(['ckpt', 'out'])
 
 
 def main(argv):
-  cli.print_json_result(argv, exporter.export_checkpoint, _CKPT.value, _OUT.value, _ARCH.value,
+  del argv   # cli.run_app refuses positional arguments
+  cli.print_json_result(exporter.export_checkpoint, _CKPT.value, _OUT.value, _ARCH.value,
                         _OVERWRITE.value)
 
 

@@ -29,7 +29,8 @@ flags.mark_flags_as_required(['src', 'workdir'])
 
 
 def main(argv):
-  cli.print_json_result(argv, importer.import_checkpoint, _SRC.value, _WORKDIR.value,
+  del argv   # cli.run_app refuses positional arguments
+  cli.print_json_result(importer.import_checkpoint, _SRC.value, _WORKDIR.value,
                         _CONFIG.value or common.base(), _OVERWRITE.value)
 
 

@@ -227,3 +227,23 @@ def test_help_exits_0(cli, tmp_path, module):
   result = cli.run(module, '--help', cwd=tmp_path)
   assert result.rc == 0 and 'Traceback' not in result.stderr, result.stderr
   assert 'python -m' in result.stdout or 'usage' in result.stdout, result.stdout[:300]
+
+
+# Commands whose main relies on cli.run_app to refuse a positional argument,
+# with the flags they require (run_app checks those first).
+_FLAGS_ONLY = {
+    'moe_jax.inspect': ['--ckpt=x'], 'moe_jax.generate': ['--ckpt=x', '--prompt=a'],
+    'moe_jax.plan': ['--memory', f'--config={harness.CONFIGS}/lm_moe.py:tiny'],
+    'moe_jax.interop.import_hf': ['--src=x', '--workdir=y'],
+    'moe_jax.interop.export_hf': ['--ckpt=x', '--out=y'],
+    'experiments.launch': ['--config=x.py', '--workdir=y'], 'experiments.report': [],
+    'experiments.run': ['--workdir=x', '--run=a'], 'experiments.seed001.report': [],
+}
+
+
+@pytest.mark.parametrize('module', _FLAGS_ONLY)
+def test_flags_only_commands_refuse_a_positional_argument(cli, tmp_path, module):
+  result = cli.run(module, *_FLAGS_ONLY[module], 'extra', cwd=tmp_path)
+  assert result.rc == 2, result.stderr
+  assert result.stderr.strip() == 'error: unexpected argument: extra (flags are --name=value)'
+  assert os.listdir(tmp_path) == []
