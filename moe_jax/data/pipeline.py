@@ -37,10 +37,10 @@ import jax
 import numpy as np
 
 from moe_jax.data import sources
-from moe_jax.data.tokenizer import SPECIALS_FILE, BpeTokenizer, ByteTokenizer, train_bpe
+from moe_jax.data.tokenizer import (SPECIALS_FILE, TOKENIZER_FILE, BpeTokenizer, ByteTokenizer,
+                                    train_bpe)
 from moe_jax.errors import ConfigError
 
-TOKENIZER_FILE = 'tokenizer.json'
 # What a workdir's tokenizer is: the BPE and, for an imported one, its special tokens.
 TOKENIZER_FILES = (TOKENIZER_FILE, SPECIALS_FILE)
 _EVAL_ORDER_SEED = 0   # eval rows are sampled the same way whatever `seed` is

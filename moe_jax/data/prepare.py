@@ -36,10 +36,10 @@ import numpy as np
 
 from moe_jax import atomic, cli
 from moe_jax.data import prepared, readers, sources
-from moe_jax.data.tokenizer import SPECIALS_FILE, BpeTokenizer, ByteTokenizer, train_bpe
+from moe_jax.data.tokenizer import (SPECIALS_FILE, TOKENIZER_FILE, BpeTokenizer, ByteTokenizer,
+                                    train_bpe)
 from moe_jax.errors import ConfigError
 
-TOKENIZER_FILE = 'tokenizer.json'
 _TMP = '.tmp'
 
 

@@ -30,6 +30,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 from moe_jax.errors import ConfigError
 
 SPECIALS = ('<pad>', '<bos>', '<eos>')
+TOKENIZER_FILE = 'tokenizer.json'   # a trained BPE's file, in a workdir or a prepared corpus
 SPECIALS_FILE = 'tokenizer_config.json'
 # Names other tokenizer.json files use, tried in order, for ones not trained here.
 _EOS_NAMES = ('<eos>', '</s>', '<|endoftext|>', '<|end_of_text|>')
