@@ -281,8 +281,7 @@ def _totals(out, manifest, tok):
     for i in range(len(source)):
       counts += np.bincount(np.frombuffer(source[i], manifest['dtype'])[1:],
                             minlength=tok.vocab_size)
-  prob = counts[counts > 0] / counts.sum()
-  return dict(splits=splits, validation_unigram_entropy=float(-(prob * np.log(prob)).sum()))
+  return dict(splits=splits, validation_unigram_entropy=sources.counts_entropy(counts))
 
 
 def define_flags():

@@ -119,7 +119,12 @@ def tokenize_texts(texts, tok):
 def unigram_entropy(tokens):
   """Entropy (nats per token) of the empirical unigram distribution of `tokens`:
   the loss of the best model that ignores context."""
-  counts = np.bincount(np.asarray(tokens).ravel())
+  return counts_entropy(np.bincount(np.asarray(tokens).ravel()))
+
+
+def counts_entropy(counts):
+  """Entropy (nats) of the distribution of token counts `counts` [V]: for a
+  corpus counted in pieces (prepare's streamed validation shards)."""
   prob = counts[counts > 0] / counts.sum()
   return float(-(prob * np.log(prob)).sum())
 
