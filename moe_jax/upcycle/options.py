@@ -45,9 +45,7 @@ def source(ckpt, tokens=None):
   tps = last['tokens_per_step'] or run['tokens_per_step']
   if tokens is None and last['tokens_before'] is not None:
     tokens = last['tokens_before'] + (step - last['start_step']) * tps
-  evals = [(r['step'], r['val_loss']) for r in files.metrics(workdir)
-           if 'val_loss' in r and last['start_step'] <= r.get('step', -1) <= step]
-  val_step, val_loss = evals[-1] if evals else (None, None)
+  val_step, val_loss = files.last_val_loss(workdir, last['start_step'], step)
   return dict(workdir=workdir, step=step, model=last['model'] or run['model'], tokens=tokens,
               tokens_per_step=tps, devices=run.get('devices'),
               seconds_per_step=step_seconds(workdir, tps, last['start_step'], step),

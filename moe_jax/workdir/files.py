@@ -70,6 +70,14 @@ def metrics(workdir):
       yield record
 
 
+def last_val_loss(workdir, first, last):
+  """(step, val_loss) of the last val_loss logged in `workdir` at a step in
+  [first, last], or (None, None)."""
+  found = [(r['step'], r['val_loss']) for r in metrics(workdir)
+           if 'val_loss' in r and first <= r.get('step', -1) <= last]
+  return found[-1] if found else (None, None)
+
+
 def read_config(workdir):
   """The ConfigDict saved in `workdir`/config.json."""
   return ml_collections.ConfigDict(read_json(os.path.join(workdir, CONFIG)))

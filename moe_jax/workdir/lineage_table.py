@@ -8,13 +8,6 @@ metrics.jsonl for their last val_loss; JSON only (no JAX).
 from moe_jax.workdir import files
 
 
-def _val_loss(workdir, first, last):
-  """The last val_loss logged in `workdir` at a step in [first, last], or None."""
-  found = [r['val_loss'] for r in files.metrics(workdir)
-           if 'val_loss' in r and first <= r.get('step', -1) <= last]
-  return found[-1] if found else None
-
-
 def describe(model):
   """'dense' or 'MoE 8x top-2'."""
   if not model:
@@ -62,7 +55,7 @@ def rows(record, step=None):
         how=_how(s), origin=(s.get('origin') or {}).get('how'),
         loss_before=report.get('loss_before'), loss_after=report.get('loss_after'),
         max_abs_dlogits=report.get('max_abs_dlogits'),
-        val_loss=_val_loss(s['workdir'], s['start_step'], end - in_run)))
+        val_loss=files.last_val_loss(s['workdir'], s['start_step'], end - in_run)[1]))
   return out
 
 
