@@ -14,11 +14,19 @@ ENV_ADDRESS, ENV_COUNT, ENV_INDEX = ('MOE_JAX_COORDINATOR_ADDRESS', 'MOE_JAX_NUM
                                      'MOE_JAX_PROCESS_ID')
 
 
-def _env_int(name):
-  try:
-    return int(os.environ.get(name, ''))
-  except ValueError:
-    raise ConfigError(f'{name}={os.environ.get(name)!r} must be an integer') from None
+def _launcher_env():
+  """(address, count, index) from the MOE_JAX_* variables, or None where
+  MOE_JAX_COORDINATOR_ADDRESS is unset (no launcher started this process)."""
+  address = os.environ.get(ENV_ADDRESS)
+  if not address:
+    return None
+  numbers = []
+  for name in (ENV_COUNT, ENV_INDEX):
+    try:
+      numbers.append(int(os.environ.get(name, '')))
+    except ValueError:
+      raise ConfigError(f'{name}={os.environ.get(name)!r} must be an integer') from None
+  return (address, *numbers)
 
 
 def process_count(mesh_cfg):
@@ -28,9 +36,8 @@ def process_count(mesh_cfg):
   count once jax.distributed has started (mesh.distributed's detection)."""
   if jax.distributed.is_initialized():
     return jax.process_count()
-  count = mesh_cfg.get('num_processes', 0) or (
-      _env_int(ENV_COUNT) if os.environ.get(ENV_ADDRESS) else 0)
-  return max(count, 1)
+  env = _launcher_env()
+  return max(mesh_cfg.get('num_processes', 0) or (env[1] if env else 0), 1)
 
 
 def initialize(mesh_cfg):
@@ -47,9 +54,9 @@ def initialize(mesh_cfg):
   """
   address = mesh_cfg.get('coordinator_address', '')
   count, index = mesh_cfg.get('num_processes', 0), mesh_cfg.get('process_id', -1)
-  if not address and count == 0 and index == -1 and os.environ.get(ENV_ADDRESS):
-    address = os.environ[ENV_ADDRESS]
-    count, index = _env_int(ENV_COUNT), _env_int(ENV_INDEX)
+  env = _launcher_env()
+  if not address and count == 0 and index == -1 and env:
+    address, count, index = env
   explicit = bool(address) or count != 0 or index != -1
   if not (explicit or mesh_cfg.get('distributed', False)):
     return
