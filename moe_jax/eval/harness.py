@@ -38,6 +38,7 @@ from moe_jax import atomic
 from moe_jax.data import sft
 from moe_jax.errors import ConfigError
 from moe_jax.eval import answers, generation, loglik, restore, tasks
+from moe_jax.workdir import checkpoint, containment
 
 LOGLIK, GENERATE = 'loglik', 'generate'
 MODES = (LOGLIK, GENERATE)
@@ -199,6 +200,9 @@ def evaluate_checkpoint(ckpt, config, names, mode, limit=None, seed=0, data_dir=
   names = check(names, mode, limit)
   if out and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
     raise ConfigError(f'--out={out}: no such directory')
+  if out:   # evaluating only reads its workdir
+    containment.apart(out, '--out', os.path.dirname(checkpoint.resolve(ckpt)[0]), '--ckpt',
+                      'workdir')
   questions = questions_of(names, limit, seed, data_dir)
   loaded = restore.load(ckpt, config)
   lines = []

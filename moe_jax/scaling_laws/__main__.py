@@ -27,6 +27,7 @@ from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import (collect, cost, dstar, fit, forms, optimal, plots, presets,
                                   table)
 from moe_jax.json_file import read_json
+from moe_jax.workdir import containment
 
 
 class _Parser(argparse.ArgumentParser):
@@ -239,6 +240,8 @@ def cmd_cost(args):
 
 def cmd_collect(args):
   _check_output(args.out, '--out')
+  for workdir in args.workdirs if args.out else ():   # collecting only reads the workdirs
+    containment.apart(args.out, '--out', workdir, 'a WORKDIR', 'workdir')
   rows = collect.collect(args.workdirs)
   text = ''.join(json.dumps(r) + '\n' for r in rows)
   if args.out:

@@ -148,6 +148,9 @@ ROWS = [
           r"--loss_fixed_E: '-1' must be > 0"),
     # collect.
     param('collect_missing_workdir', 'collect {tmp}/none', r'/none: no run.json'),
+    param('collect_out_inside_a_workdir', 'collect {tmp}/w --out={tmp}/w/runs.jsonl',
+          r'--out=.*runs.jsonl .* must lie outside a WORKDIR \(workdir .*/w\)',
+          _workdir(*FINISHED)),
     param('collect_run_json_malformed', 'collect {tmp}/w', r'run.json: not JSON', _workdir('{')),
     param('collect_run_json_not_utf8', 'collect {tmp}/w', r'run.json: cannot read',
           _workdir(b'{"a": "\xff"}')),
