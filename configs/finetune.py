@@ -32,8 +32,8 @@ def get_config(arg=None):
   arg = common.parse_arg(arg, ckpt='', steps=100, lr=1e-4)
   if not arg.ckpt:
     raise ValueError('configs/finetune.py needs the source workdir: finetune.py:ckpt=DIR')
-  manager, step, directory = checkpoint.open_step(arg.ckpt)
-  manager.close()
+  # By listing, not Orbax: no backend may start before main sets XLA_FLAGS (remat below).
+  step, directory = checkpoint.newest_step(arg.ckpt)
   # The model at that step: the grown one if the source upcycled in-run.
   saved = transition.config_at(checkpoint.workdir_config(arg.ckpt), step)
   config = common.base()
