@@ -6,10 +6,11 @@
 For each depth and scan setting: the train step of the preset's shape at
 --layers layers is lowered and compiled ahead of time with abstract inputs
 (nothing allocated, nothing run; as moe_jax/train/memory.py does), and
-the wall-clock seconds of each phase are written as one JSON line:
-build_s (the Program: model, optimizer, shardings; init traced by
-jax.eval_shape), lower_s (trace + StableHLO) and compile_s (XLA). Wall clock
-on a shared machine: compare rows of one run, and read the machine's load.
+the seconds of each phase are written as one JSON line: build (the Program:
+model, optimizer, shardings; init traced by jax.eval_shape), lower (trace +
+StableHLO) and compile (XLA), each as wall clock (`_s`) and as this process'
+CPU time, all its threads (`_cpu_s`): on a shared machine the wall clock
+measures the load as much as the compile, the CPU time much less so.
 """
 import argparse
 import datetime
@@ -28,7 +29,7 @@ from moe_jax.workdir import placement
 
 def measure(config):
   mesh = placement.make_mesh(config.mesh)
-  t0 = time.perf_counter()
+  c0, t0 = time.process_time(), time.perf_counter()
   program = program_lib.build(config, mesh)
   phases = phases_lib.build(config, config.upcycle.step)
   jitted = step.jit_train_step(program.model, program.tx, program.lr_fn, config,
@@ -36,14 +37,15 @@ def measure(config):
   batch = {k: jax.ShapeDtypeStruct((config.batch_size, config.seq_len), jnp.int32,
                                    sharding=program.batch_sharding)
            for k in ('inputs', 'targets', 'segment_ids', 'positions', 'loss_mask')}
-  t1 = time.perf_counter()
+  c1, t1 = time.process_time(), time.perf_counter()
   with jax.set_mesh(mesh):
     lowered = jitted.lower(program.abstract_state, batch)
-    t2 = time.perf_counter()
+    c2, t2 = time.process_time(), time.perf_counter()
     lowered.compile()
-  t3 = time.perf_counter()
+  c3, t3 = time.process_time(), time.perf_counter()
   return dict(build_s=round(t1 - t0, 2), lower_s=round(t2 - t1, 2), compile_s=round(t3 - t2, 2),
-              hlo_chars=len(lowered.as_text()))
+              build_cpu_s=round(c1 - c0, 2), lower_cpu_s=round(c2 - c1, 2),
+              compile_cpu_s=round(c3 - c2, 2), hlo_chars=len(lowered.as_text()))
 
 
 def main():
