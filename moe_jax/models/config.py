@@ -86,8 +86,8 @@ class ModelConfig:
   # training (0: one [B, L, V]).
   remat: str = 'none'
   loss_chunk: int = 0
-  # The block stack as scans over its periods (models/scan.py): compile time
-  # independent of depth; same params tree, same function.
+  # The block stack as scans over its periods (models/scan.py): less compile
+  # time per layer (docs/benchmarks.md, "Memory"); same params tree, same function.
   scan_layers: bool = False
   moe: MoEConfig = MoEConfig()
 

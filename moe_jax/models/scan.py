@@ -2,7 +2,9 @@
 
 A Python loop over blocks puts every layer into the step's program, so its
 compile time grows with depth; `jax.lax.scan` traces and compiles one period
-of blocks once. A stack is cut into groups that each repeat one period of the
+of blocks once. What stays per layer is outside the blocks (the optimizer over
+`layers_{i}` leaves, the stacking below): at 24 layers the step compiles in 10%
+less CPU time, 0.68 instead of 0.98 s per layer (docs/benchmarks.md). A stack is cut into groups that each repeat one period of the
 MoE pattern (ModelConfig.is_moe_layer):
 
   first_dense dense layers | (every - 1 dense, 1 MoE) x R | the dense rest
