@@ -17,7 +17,8 @@ grad_accum_steps=4 microbatches (2 x 512 each; fewer if batch_size does not
 divide), the LM head and loss in chunks of seq_len tokens (model.loss_chunk:
 no [B, L, 49152] logits) and remat='full' (each block recomputed in the
 backward pass; on CPU this saves memory only with
-XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false). The update
+XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false, which
+moe_jax.main sets unless XLA_FLAGS names it: moe_jax/xla_flags.py). The update
 is the same as the one-batch step's (float32 round-off). Check a setting
 before a run: python -m moe_jax.plan --memory --config=configs/finetune.py:ckpt=DIR
 """
@@ -32,8 +33,8 @@ def get_config(arg=None):
   arg = common.parse_arg(arg, ckpt='', steps=100, lr=1e-4)
   if not arg.ckpt:
     raise ValueError('configs/finetune.py needs the source workdir: finetune.py:ckpt=DIR')
-  manager, step, directory = checkpoint.open_step(arg.ckpt)
-  manager.close()
+  # By listing, not Orbax: no backend may start before main sets XLA_FLAGS (remat below).
+  step, directory = checkpoint.newest_step(arg.ckpt)
   # The model at that step: the grown one if the source upcycled in-run.
   saved = transition.config_at(checkpoint.workdir_config(arg.ckpt), step)
   config = common.base()

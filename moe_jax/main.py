@@ -13,6 +13,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from moe_jax import cli
+from moe_jax import xla_flags
 from moe_jax.train import trainer
 from moe_jax.workdir import saved_config
 
@@ -33,6 +34,7 @@ def main(argv):
   config, workdir = flags.FLAGS.config, flags.FLAGS.workdir
   if config is None:
     config = cli.run_reporting_errors(saved_config.load, workdir, argv[1:])
+  xla_flags.for_remat(config.model.remat)   # before any backend starts; the summary says so
   last = cli.run_reporting_errors(trainer.train_and_evaluate, config, workdir)
   if 'val_loss' in last:
     print(f'val_loss {last["val_loss"]:.4f} nats/token (unigram entropy of the validation '

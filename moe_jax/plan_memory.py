@@ -13,6 +13,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from moe_jax import cli
+from moe_jax import xla_flags
 from moe_jax.train import memory
 
 _MEMORY = flags.DEFINE_bool('memory', False, 'Print the memory report (this command).')
@@ -25,6 +26,7 @@ flags.mark_flags_as_required(['config'])
 
 
 def _report():
+  xla_flags.for_remat(_CONFIG.value.model.remat)   # as moe_jax.main runs it
   device_memory = (None if _DEVICE_MEMORY.value is None
                    else memory.parse_bytes(_DEVICE_MEMORY.value))
   return memory.report(_CONFIG.value, _BATCH.value, device_memory)

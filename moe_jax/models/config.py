@@ -86,6 +86,9 @@ class ModelConfig:
   # training (0: one [B, L, V]).
   remat: str = 'none'
   loss_chunk: int = 0
+  # The block stack as scans over its periods (models/scan.py): less compile
+  # time per layer (docs/benchmarks.md, "Memory"); same params tree, same function.
+  scan_layers: bool = False
   moe: MoEConfig = MoEConfig()
 
   def is_moe_layer(self, i):
@@ -146,6 +149,8 @@ class ModelConfig:
     _check_choice('model.attention', self.attention, ATTENTIONS)
     _check_choice('model.norm_position', self.norm_position, NORM_POSITIONS)
     _check_choice('model.remat', self.remat, REMATS)
+    if not isinstance(self.scan_layers, bool):
+      raise ConfigError(f'model.scan_layers={self.scan_layers!r} must be True or False')
     if self.loss_chunk < 0:
       raise ConfigError(f'model.loss_chunk={self.loss_chunk} must be >= 0 (0: no chunks)')
     if self.init_std <= 0 or self.norm_eps <= 0 or self.rope_theta <= 0:

@@ -35,3 +35,13 @@ def wrap(block_cls, name, static_argnums):
     return block_cls
   return nn.remat(block_cls, policy=_POLICIES[name],
                   static_argnums=static_argnums)
+
+
+def checkpoint(fn, name):
+  """The function `fn` under policy `name` ('none': unchanged): the scanned
+  stack's blocks (moe_jax/models/scan.py). Inside a scan, common-subexpression
+  elimination cannot merge the recomputation with the forward pass, so
+  prevent_cse (which costs extra ops) is off."""
+  if name == 'none':
+    return fn
+  return jax.checkpoint(fn, policy=_POLICIES[name], prevent_cse=False)

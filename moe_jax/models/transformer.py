@@ -11,6 +11,8 @@ positions have one params tree) and a tied or separate LM head. Which layers are
 is `cfg.is_moe_layer(i)`: all dense, all MoE, every n-th, or after the first
 k dense (the stacks of seed 000 Tables 6 and 7). `aux` holds the summed
 auxiliary loss and each MoE layer's router statistics (docs/internals.md).
+`model.scan_layers` runs the blocks as scans over the stack's periods
+(moe_jax/models/scan.py) with the same params tree.
 """
 import flax.linen as nn
 import jax
@@ -21,6 +23,7 @@ from moe_jax.models import layers
 from moe_jax.models import mlp
 from moe_jax.models import moe as moe_lib
 from moe_jax.models import remat
+from moe_jax.models import scan
 
 _ACT = ('batch', 'length', 'embed')
 
@@ -79,17 +82,27 @@ class Transformer(nn.Module):
 
     embed = layers.Embed(cfg.vocab_size, cfg.d_model, cfg.init_std, dtype, name='embed')
     x_BLD = nn.with_logical_constraint(embed(tokens_BL), _ACT)
+    # The scanned stack needs the params made and no per-layer collection.
+    if cfg.scan_layers and not (decode or self.is_initializing()
+                                or self.is_mutable_collection('intermediates')):
+      rng = self.make_rng('jitter') if train and cfg.moe.jitter > 0 and cfg.moe_layers else None
+      x_BLD, layer_stats = scan.run(Block, cfg, self.variables['params'], x_BLD, tokens_BL,
+                                    segment_ids, positions, train, expert_load, rng)
+    else:
+      # train and decode are Python bools: static for remat (self is argument 0).
+      block_cls = remat.wrap(Block, cfg.remat, static_argnums=(5, 6))
+      layer_stats = {}
+      for i in range(cfg.num_layers):
+        load_E = (expert_load or {}).get(f'layers_{i}')
+        x_BLD, stats = block_cls(cfg, cfg.is_moe_layer(i), name=f'layers_{i}')(
+            x_BLD, tokens_BL, segment_ids, positions, train, decode, load_E)
+        if stats is not None:
+          layer_stats[f'layers_{i}'] = stats
     aux = {'aux_loss': jnp.float32(0.0), 'moe': {}}
-    # train and decode are Python bools: static for remat (self is argument 0).
-    block_cls = remat.wrap(Block, cfg.remat, static_argnums=(5, 6))
-    for i in range(cfg.num_layers):
-      load_E = (expert_load or {}).get(f'layers_{i}')
-      x_BLD, stats = block_cls(cfg, cfg.is_moe_layer(i), name=f'layers_{i}')(
-          x_BLD, tokens_BL, segment_ids, positions, train, decode, load_E)
-      if stats is not None:
-        aux['moe'][f'layers_{i}'] = stats
-        aux['aux_loss'] = (aux['aux_loss'] + cfg.moe.balance_loss_weight * stats['balance_loss']
-                           + cfg.moe.z_loss_weight * stats['z_loss'])
+    for i in cfg.moe_layers:
+      stats = aux['moe'][f'layers_{i}'] = layer_stats[f'layers_{i}']
+      aux['aux_loss'] = (aux['aux_loss'] + cfg.moe.balance_loss_weight * stats['balance_loss']
+                         + cfg.moe.z_loss_weight * stats['z_loss'])
     x_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='final_norm')(x_BLD)
     # The head's param exists whichever output is asked for.
     w_DV = None if cfg.tie_embeddings else self.param(

@@ -25,7 +25,9 @@ On CPU, remat saves memory only under
 XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false: XLA:CPU's
 default scheduler runs each recomputation as early as it can, so what remat
 dropped stays alive (same peak with and without; the per-compile option does
-not reach it, jax 0.10.2). The report names the XLA_FLAGS it ran under.
+not reach it, jax 0.10.2). `python -m moe_jax.plan --memory` and
+`moe_jax.main` add it to XLA_FLAGS for a remat config unless XLA_FLAGS names
+it (moe_jax/xla_flags.py). The report names the XLA_FLAGS it ran under.
 """
 import os
 import re

@@ -3,15 +3,28 @@ for how long, and where it writes. A run that says so up front is one whose
 wrong config is caught before it has cost an hour."""
 import os
 
+from moe_jax import xla_flags
 from moe_jax.workdir import lineage_table
 
 # The first word of each line, so a reader can tell them from the rest.
-LABELS = ('model', 'grows', 'tokens', 'devices', 'steps', 'writes')
+LABELS = ('model', 'grows', 'tokens', 'devices', 'memory', 'steps', 'writes')
 
 
 def _model(summary):
   return (f'{lineage_table.describe(summary)}, {lineage_table.num(summary["params"])} params '
           f'({lineage_table.num(summary["params_active"])} active)')
+
+
+def _memory(config, kinds):
+  """The memory settings that are not the plain step's, and on CPU whether
+  remat can free anything there (moe_jax/xla_flags.py); '' for the plain step."""
+  model, accum = config.model, config.get('grad_accum_steps', 1)
+  parts = ([f'remat {model.remat}'] if model.remat != 'none' else []) + (
+      [f'grad_accum_steps {accum}'] if accum > 1 else []) + (
+      [f'loss_chunk {model.loss_chunk}'] if model.get('loss_chunk', 0) else []) + (
+      ['scan_layers'] if model.get('scan_layers', False) else [])
+  note = xla_flags.describe(model.remat) if 'cpu' in kinds else ''
+  return ', '.join(parts) + (f'; {note}' if note else '')
 
 
 def start_lines(config, run_info, mesh, workdir, start):
@@ -34,6 +47,11 @@ def start_lines(config, run_info, mesh, workdir, start):
           f', moe.dispatch {config.moe.dispatch}' + (
               ' (expert-parallel all-to-all)' if expert_parallel else '')
           if config.moe.num_experts else ''),
+  ]
+  memory = _memory(config, kinds)
+  if memory:
+    lines.append(f'memory   {memory}')
+  lines += [
       f'steps    {start} -> {config.total_steps}' + (
           f' (resuming from checkpoint {start})' if start else ''),
       f'writes   {os.path.abspath(workdir)}: checkpoints/ every '

@@ -228,6 +228,22 @@ def _verify(where, out):
     raise CorruptCheckpointError(f'{where}: the data iterator state does not match its digest')
 
 
+def newest_step(ckpt):
+  """(step, checkpoints directory) of CKPT, the step it names or a workdir's
+  newest, from the directory listing alone: no Orbax manager, so no JAX
+  backend starts (config files call this while flags are parsed, before
+  moe_jax.main sets XLA_FLAGS: moe_jax/xla_flags.py). Orbax renames a step
+  directory to its number only once the step is complete."""
+  directory, step = resolve(ckpt)
+  if step is None:
+    steps = [int(d) for d in os.listdir(directory)
+             if d.isdigit() and _is_step(os.path.join(directory, d))]
+    if not steps:
+      raise ConfigError(f'no checkpoint in {directory}')
+    step = max(steps)
+  return step, directory
+
+
 def open_step(ckpt):
   """(read-only Manager, step, checkpoints directory) of CKPT: the step it
   names, or a workdir's newest."""

@@ -117,6 +117,32 @@ def test_grad_accumulation_with_phases_remat_and_chunks_on_the_mesh():
   _assert_same(got, want)
 
 
+@pytest.mark.parametrize('stack, policies', [
+    # (dense, MoE) x 2 then a dense rest, with the selection bias.
+    ({'model.num_layers': 5}, ('none', 'save_moe')),
+    # a dense prefix, (dense, MoE) x 1, a dense rest.
+    ({'model.num_layers': 4, 'moe.first_dense': 1}, ('save_dots_no_batch',))])
+def test_scan_layers_give_the_plain_step(stack, policies):
+  """The scanned stack (models/scan.py) under remat policies: same loss,
+  gradients (Adam's moments), MoE metrics, bias update and params."""
+  want = _step(_config(**_MOE, **stack))
+  for policy in policies:
+    got = _step(_config(**_MOE, **stack, **{'model.scan_layers': True, 'model.remat': policy}))
+    assert jax.tree.structure(got[0].params) == jax.tree.structure(want[0].params)
+    _assert_same(got, want)
+
+
+def test_scan_layers_with_grad_accumulation_on_the_mesh():
+  """Scan, accumulation (the whole batch's expert load passed into the
+  scanned layers), remat and the chunked loss together, on the 8-device mesh."""
+  mesh = placement.make_mesh(_config().mesh)
+  keys = dict(_MOE, batch_size=16, **{'model.num_layers': 3, 'moe.bias_update_rate': 0.05})
+  want = _step(_config(**keys), mesh)
+  got = _step(_config(**keys, grad_accum_steps=2, **{
+      'model.scan_layers': True, 'model.remat': 'full', 'model.loss_chunk': 128}), mesh)
+  _assert_same(got, want)
+
+
 def test_bf16_first_moment():
   """mu in bfloat16: the state holds bf16 moments, the step stays within bf16's precision."""
   want = _step(_config())
