@@ -87,3 +87,21 @@ def test_fig16_from_table2_upcycling_never_wins_at_equal_total_flops():
     assert r['upcycled'] > min(r['dense'], r['moe']), r
     assert 0 < r['upcycled_dense_share'] < 1
   assert [r['dense'] for r in rows] == sorted((r['dense'] for r in rows), reverse=True)
+
+
+def test_bounded_optima_stay_inside_the_runs_ranges():
+  p = synthetic.table2('table2_dense')
+  c = 1e22
+  free = optimal.chinchilla_optimal(p, c)
+  bounds = {'N': (free['N_opt'] * 2, free['N_opt'] * 10), 'D': (1.0, 1e30)}
+  got = optimal.chinchilla_optimal(p, c, bounds=bounds)
+  assert got['N_opt'] == pytest.approx(free['N_opt'] * 2) and got['loss'] > free['loss']
+  # The bounded optimum is the best of a fine scan of the feasible interval.
+  n = np.geomspace(*bounds['N'], 2001)
+  scan = p['A'] * (c / (6 * n)) ** -p['alpha'] + p['B'] * n ** -p['beta'] + p['E']
+  assert got['loss'] == pytest.approx(scan.min(), rel=1e-9)
+  assert optimal.chinchilla_optimal(p, c, bounds={'N': (1e3, 1e4), 'D': (1e3, 1e4)}) is None
+  up = optimal.upcycled_total_grid(UPC, c, bounds={'N1': (1e9, 3e9), 'D2': (1e10, 1e12)},
+                                   points=101)
+  assert 1e9 <= up['N1_opt'] <= 3e9 and 1e10 <= up['D2_opt'] <= 1e12
+  assert optimal.upcycled_total_grid(UPC, c, bounds={'N1': (1e9, 3e9), 'D1': (1, 2)}) is None
