@@ -1,13 +1,14 @@
-"""Seed 002's refit from a runs table: the results file alone rebuilds the
-report, the claims read the per-size fits, and bad input is a one-line error."""
+"""Seed 002 without new training: the refit of a runs table (its results file
+alone rebuilds the report, the claims read the per-size fits, bad input is a
+one-line error), and the plan that extends the grid past D*."""
 import os
 import subprocess
 import sys
 
 import pytest
 
-from experiments import stats
-from experiments.seed002 import refit
+from experiments import hyper, stats, sweep
+from experiments.seed002 import common, extend, refit
 from moe_jax.workdir import files
 from tests.experiments import runs
 
@@ -43,3 +44,27 @@ def test_bad_input_is_one_line_and_writes_nothing(args, message, tmp_path):
   assert proc.returncode == 2 and proc.stderr.strip().startswith('error:'), proc.stderr
   assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
   assert os.listdir(tmp_path) == [] and not proc.stdout
+
+
+def _plan(arg=''):
+  _, planned = sweep.plan(os.path.join(runs.REPO, 'experiments', 'seed002', 'extend.py')
+                          + (f':{arg}' if arg else ''))
+  return {r.name: r.overrides for r in planned}
+
+
+def test_extension_reaches_past_the_grids_dstar():
+  points, b = _plan(), extend.budgets()
+  assert len(points) == len(b['sizes']) * (len(b['dense']) * (1 + len(b['up'])) + len(b['moe']))
+  # The longest MoE-from-scratch budget and D1 + D2 lie past the grid's D* (1.4e6 tokens).
+  assert max(b['moe']) * 1024 > 2 * 1.4e6 and (max(b['dense']) + max(b['up'])) * 1024 > 1.4e6
+  big = common.SIZES[-1]
+  up = points[f'up{big}_D1=400_D2=1600']
+  assert up['upcycle.src'] == hyper.run(f'dense{big}_D1=400', step=400)
+  short = points[f'dense{big}_D1=400']   # a decay branch of the 1,600-step run
+  assert short['resume_from'] == hyper.run(f'dense{big}_D1=1600', step=400 - 80)
+  assert set(_plan('small')) == {n for n in _plan_grid_small()}
+
+
+def _plan_grid_small():
+  _, planned = sweep.plan(os.path.join(runs.REPO, 'experiments', 'seed002', 'grid.py:small'))
+  return [r.name for r in planned]
