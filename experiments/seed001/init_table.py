@@ -116,11 +116,11 @@ def init_report(runs, routed, plot_dir):
     rec = [recovery_step(runs[init_sweep.run_name(arm, s)], dense) for s in seeds
            if dense is not None and _val(runs, arm, s) is not None]
     d = _paired(runs, arm, 'copy')
-    mean = lambda k: _fmt(float(np.mean([h[k] for h in hs]))) if hs else '-'
+    mean = lambda k, f='.4f': f'{np.mean([h[k] for h in hs]):{f}}' if hs else '-'
     body.append([arm, len(vals), _fmt(float(np.mean(vals))) if vals else '-',
                  '-' if arm == 'copy' or d['n'] < 2 else stats.interval_text(d),
                  ' / '.join('-' if r is None else str(r) for r in rec) or '-',
-                 mean('cv'), mean('top2'), mean('dead_1pct'), mean('healthy')])
+                 mean('cv'), mean('top2'), mean('dead_1pct', '.1f'), mean('healthy', '.0%')])
   path = seed002_report.curves_plot(
       runs, [init_sweep.run_name(a, 0) for a in init_sweep.ARMS], {},
       os.path.join(plot_dir, 'seed001_init.png'), 'upcycled training by expert init (seed 0)', cv=True)
@@ -131,5 +131,5 @@ def init_report(runs, routed, plot_dir):
            'seeds, from router.health)',
            report.markdown(['arm', 'seeds', 'final val loss', 'minus copy, paired',
                             'first eval step at the dense loss, per seed', 'load CV',
-                            'load on the top-2 experts', 'dead (under 1%)',
+                            'load on the top-2 experts', 'dead (under 1%, summed over layers)',
                             'healthy layers'], body))], [path]
