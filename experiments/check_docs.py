@@ -29,6 +29,7 @@ from absl import flags
 from experiments import quickstart, report
 from experiments.seed000 import report as seed000_report
 from experiments.seed001 import report as seed001_report
+from experiments.seed002 import refit as seed002_refit
 from experiments.seed002 import report as seed002_report
 from experiments.seed003 import report as seed003_report
 from moe_jax import atomic, cli
@@ -59,6 +60,7 @@ RENDERERS = {
     'experiments.seed000.report': _markdown(seed000_report.from_results),
     'experiments.seed001.report': _markdown(seed001_report.from_results),
     'experiments.seed002.report': _markdown(seed002_report.from_results),
+    'experiments.seed002.refit': _markdown(seed002_refit.from_results),
     'experiments.seed003.report': _markdown(seed003_report.from_results),
 }
 

@@ -5,7 +5,8 @@ whose experts start as copies of its MLPs; the router starts fresh.
       --src=/tmp/dense --dst=/tmp/dense_to_moe
 
 `init` is copy | noise | subset | permute | drop (drop-upcycling, `drop_ratio`
-of each expert's neurons re-initialised). Experts are as wide as the MLP they
+of each expert's neurons re-initialised) | random (every expert re-drawn at
+the MLP's mean and std: seed 001's no-upcycling row). Experts are as wide as the MLP they
 copy (`d_ff=0`, whatever moe.d_ff the source's config carries); `subset` takes
 a narrower `d_ff`. With `copy` and renormalised top-k
 gates the MoE computes exactly the dense function (the report shows

@@ -2,9 +2,10 @@ r"""Seed 001's studies from our sweeps: the schedule comparison and the routing 
 
   python -m experiments.seed001.report --study=schedule --workdir=DIR
   python -m experiments.seed001.report --study=routing --workdir=DIR [--batches=N]
+  python -m experiments.seed001.report --study=init --workdir=DIR
   python -m experiments.seed001.report --results=DIR/seed001_<study>.json [--out=DIR2]
 
-DIR is the launched sweep of experiments/seed001/{schedule,routing}.py.
+DIR is the launched sweep of experiments/seed001/{schedule,routing,init}.py.
 Writes DIR/seed001_<study>.md (also printed), DIR/plots/seed001_*.png and
 DIR/seed001_<study>.json, the results file (the runs, and for the routing
 study each routed checkpoint's `inspect --routing` result) from which
@@ -19,6 +20,7 @@ from absl import flags
 import numpy as np
 
 from experiments import report, runner, study_cli, sweep
+from experiments.seed001 import init_table
 from experiments.seed002 import report as seed002_report
 from moe_jax.errors import ConfigError
 from moe_jax.eval import routing
@@ -81,25 +83,29 @@ def routing_report(runs, routed, plot_dir):
   summary, details, pngs = [], [], []
   for name in ROUTED:
     if name not in routed:
-      summary.append([name, '-', '-', '-'])
+      summary.append([name, '-', '-', '-', '-'])
       continue
     text, result = routed[name]
     path = routing.heatmap(result, os.path.join(plot_dir, f'routing_{name}.png'),
                            f'{name} @ step {result["step"]}')
     for layer, r in result['layers'].items():
       top = {g: max(r['share'][g]) for g in routing.GROUPS if r['share'][g] is not None}
+      h = r.get('health')
       summary.append([name, layer, f'{r["mi_bits"]:.3f}',
-                      ', '.join(f'{g} {100 * s:.0f}%' for g, s in top.items())])
+                      ', '.join(f'{g} {100 * s:.0f}%' for g, s in top.items()),
+                      '-' if h is None else f'CV {h["cv"]:.3f}, {h["dead_1pct"]} dead, '
+                      f'{"healthy" if h["healthy"] else "not healthy"}'])
     details.append((f'{name}: routing by token type and load over training', text))
     pngs.append(path)
   del runs
   return [('Routing: I(char class; expert) and each group\'s most used expert (share of its '
            'top-k assignments; 12.5% = uniform over 8 experts)',
-           report.markdown(['run', 'layer', 'MI (bits)', 'top expert share by group'],
-                           summary))] + details, pngs
+           report.markdown(['run', 'layer', 'MI (bits)', 'top expert share by group',
+                            'health (seed 001: dead = under 1% of the load)'], summary))] + details, pngs
 
 
-STUDIES = {'schedule': schedule_report, 'routing': routing_report}
+STUDIES = {'schedule': schedule_report, 'routing': routing_report,
+           'init': init_table.init_report}
 
 
 def write(study, sweep_dir, batches=None):

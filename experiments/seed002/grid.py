@@ -46,7 +46,11 @@ def get_config(arg=None):
 
 
 def get_hyper(h, arg=None):
-  b = budgets(arg)
+  return points(h, budgets(arg))
+
+
+def points(h, b):
+  """The grid of budgets `b` (dict(sizes, dense, up, moe), steps)."""
   points = []
   for d in b['sizes']:
     size = common.size(d)

@@ -8,11 +8,15 @@ common ids that together make half the tokens; `rare`: ids seen at most
 RARE_COUNT times), and `speaker` for the tokens of a speaker-name line of the
 plays ("**ROMEO**" in the bundled markdown plays, or "First Citizen:", alone on
 its line). Per MoE layer the result is a
-[group, expert] table of shares, and the mutual information between the
-character class and the expert (0: the router ignores the class).
+[group, expert] table of shares, the mutual information between the
+character class and the expert (0: the router ignores the class), and the
+layer's expert health as seed 001's monitor defines it (models/router.py
+`health`: dead = under 1% of the load; healthy = load CV < 0.3 and every
+expert above 2%).
 
-Over training, `load_over_training` reads the per-step load CV and dead
-experts the trainer logs (metrics.jsonl, moe_jax/train/step.py).
+Over training, `load_over_training` reads the per-step load CV, dead experts
+(no token) and seed 001's health the trainer logs (metrics.jsonl,
+moe_jax/train/step.py).
 """
 import json
 import os
@@ -24,6 +28,7 @@ import numpy as np
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
 from moe_jax.eval import restore
+from moe_jax.models import router
 from moe_jax.workdir import files
 
 CHAR_CLASSES = ('whitespace', 'punctuation', 'digit', 'capital', 'lower')
@@ -80,7 +85,8 @@ def experts_of(model, params, batch):
 
 def analyse(model, params, batches, tok):
   """dict(num_experts, tokens, layers={layer: dict(counts={group: [E]},
-  share={group: [E]}, mi_bits)}) over `batches` (numpy feature dicts)."""
+  share={group: [E]}, mi_bits, health)}) over `batches` (numpy feature dicts);
+  health is `layer_health` of the layer's load over all valid tokens."""
   num_experts = model.cfg.moe.num_experts
   apply = jax.jit(lambda p, b: experts_of(model, p, b))
   counts, tokens = {}, 0
@@ -99,8 +105,23 @@ def analyse(model, params, batches, tok):
   for layer, per in counts.items():
     share = {g: (c / c.sum()).tolist() if c.sum() else None for g, c in per.items()}
     layers[layer] = dict(counts={g: c.tolist() for g, c in per.items()}, share=share,
-                         mi_bits=mutual_information(np.stack([per[c] for c in CHAR_CLASSES])))
+                         mi_bits=mutual_information(np.stack([per[c] for c in CHAR_CLASSES])),
+                         health=layer_health(per['all']))
   return dict(num_experts=num_experts, tokens=tokens, layers=layers)
+
+
+def layer_health(counts_E):
+  """router.health of assignment counts [E], as plain numbers for JSON."""
+  counts_E = np.asarray(counts_E, np.float64)
+  h = router.health(counts_E / max(counts_E.sum(), 1.0))
+  return dict(cv=float(h['cv']), min_load=float(h['min_load']), max_load=float(h['max_load']),
+              dead_1pct=int(h['dead_1pct']), healthy=bool(h['healthy']))
+
+
+def health_line(h):
+  return (f'health (seed 001): load CV {h["cv"]:.3f}, loads {100 * h["min_load"]:.1f}%-'
+          f'{100 * h["max_load"]:.1f}%, {h["dead_1pct"]} dead (under 1%), '
+          f'{"healthy" if h["healthy"] else "not healthy"}')
 
 
 def mutual_information(counts_GE):
@@ -117,7 +138,8 @@ def table(result):
   e = result['num_experts']
   lines = []
   for layer, r in result['layers'].items():
-    lines += [f'{layer}: I(char class; expert) = {r["mi_bits"]:.3f} bits', '',
+    lines += [f'{layer}: I(char class; expert) = {r["mi_bits"]:.3f} bits',
+              health_line(r['health']), '',
               '| group | assignments | ' + ' | '.join(f'e{i}' for i in range(e)) + ' |',
               '|---|---:|' + '---:|' * e]
     for g in ('all',) + GROUPS:
@@ -158,7 +180,8 @@ def heatmap(result, path, title=''):
 
 
 def load_over_training(workdir):
-  """{layer: [(step, cv, dead)]} from WORKDIR/metrics.jsonl (the logged steps)."""
+  """{layer: [(step, cv, dead, dead_1pct, healthy)]} from WORKDIR/metrics.jsonl
+  (the logged steps; None where a run logged no such key)."""
   out = {}
   path = os.path.join(workdir, 'metrics.jsonl')
   if not os.path.exists(path):
@@ -169,20 +192,25 @@ def load_over_training(workdir):
       for key, value in row.items():
         if key.startswith('moe/') and key.endswith('/cv'):
           layer = key.split('/')[1]
-          out.setdefault(layer, []).append((row['step'], value, row.get(f'moe/{layer}/dead')))
+          out.setdefault(layer, []).append((row['step'], value) + tuple(
+              row.get(f'moe/{layer}/{k}') for k in ('dead', 'dead_1pct', 'healthy')))
   return out
 
 
 def load_table(history, points=5):
-  """Markdown: the load CV and dead experts of each layer at `points` logged steps."""
+  """Markdown: the load CV, dead experts (no token; under 1% of the load) and
+  seed 001's healthy flag of each layer at `points` logged steps."""
   if not history:
     return '(no MoE metrics logged)'
-  lines = ['| layer | step | load CV | dead experts |', '|---|---:|---:|---:|']
+  lines = ['| layer | step | load CV | dead experts | under 1% of the load | healthy |',
+           '|---|---:|---:|---:|---:|---|']
+  show = lambda v: '-' if v is None else int(v)
   for layer, rows in history.items():
     pick = sorted({round(i) for i in np.linspace(0, len(rows) - 1, min(points, len(rows)))})
     for i in pick:
-      step, cv, dead = rows[i]
-      lines.append(f'| {layer} | {step} | {cv:.3f} | {"-" if dead is None else int(dead)} |')
+      step, cv, dead, dead_1pct, healthy = rows[i]
+      flag = '-' if healthy is None else ('yes' if healthy else 'no')
+      lines.append(f'| {layer} | {step} | {cv:.3f} | {show(dead)} | {show(dead_1pct)} | {flag} |')
   return '\n'.join(lines)
 
 

@@ -13,6 +13,7 @@ from moe_jax.errors import ConfigError
 SCORES = ('softmax', 'sigmoid')
 ORDERS = ('softmax_then_topk', 'topk_then_softmax')
 BALANCE_SCOPES = ('global', 'sequence')
+ROUTER_LOSS_REDUCTIONS = ('sum', 'mean')
 ATTENTIONS = ('auto', 'reference', 'blocked')
 DTYPES = ('float32', 'bfloat16', 'float16')
 ROPE_SCALINGS = ('none', 'llama3')
@@ -47,6 +48,7 @@ class MoEConfig:
   balance_loss_weight: float = 0.01
   balance_scope: str = 'global'  # global | sequence
   z_loss_weight: float = 1e-3
+  router_loss_reduction: str = 'sum'  # sum | mean of the router losses over MoE layers
   # auto (per platform) | reference | einsum | ragged | grouped | pallas (models/dispatch.py)
   dispatch: str = 'auto'
   capacity_factor: float = 1.25  # einsum dispatch only
@@ -176,6 +178,7 @@ class ModelConfig:
     _check_choice('moe.score', m.score, SCORES)
     _check_choice('moe.order', m.order, ORDERS)
     _check_choice('moe.balance_scope', m.balance_scope, BALANCE_SCOPES)
+    _check_choice('moe.router_loss_reduction', m.router_loss_reduction, ROUTER_LOSS_REDUCTIONS)
     _check_choice('moe.dispatch', m.dispatch, dispatch.NAMES)
     if not 1 <= m.top_k <= m.num_experts:
       raise ConfigError(f'moe.top_k={m.top_k} must be in [1, moe.num_experts={m.num_experts}]')

@@ -141,6 +141,33 @@ def entropy(probs_BLE, valid_BL):
   return _valid_mean(ent_BL, valid_BL)
 
 
+def router_loss(stats, w_balance, w_z, reduction='sum'):
+  """w_balance * balance_loss + w_z * z_loss of every MoE layer in `stats`
+  ({layer: stats}), summed over layers or averaged (seed 001's
+  `compute_total_loss` divides each sum by the number of MoE layers, so a
+  weight means the same whatever the depth)."""
+  total = sum((w_balance * s['balance_loss'] + w_z * s['z_loss'] for s in stats.values()),
+              jnp.float32(0.0))
+  return total / max(len(stats), 1) if reduction == 'mean' else total
+
+
+DEAD_LOAD = 0.01          # seed 001's monitor: an expert under 1% of the load is dead
+HEALTHY_CV, HEALTHY_MIN_LOAD = 0.3, 0.02
+
+
+def health(load_E):
+  """Expert health as seed 001's `monitor_expert_utilization` defines it, from
+  one layer's load fractions [E] (summing to 1): dict(cv, min_load, max_load,
+  dead_1pct: experts under DEAD_LOAD, healthy: cv < 0.3 and every expert
+  above 2%). Works on numpy and traced arrays alike."""
+  load_E = jnp.asarray(load_E, jnp.float32)
+  cv = jnp.std(load_E) / (jnp.mean(load_E) + 1e-10)
+  low = jnp.min(load_E)
+  return dict(cv=cv, min_load=low, max_load=jnp.max(load_E),
+              dead_1pct=jnp.sum(load_E < DEAD_LOAD),
+              healthy=(cv < HEALTHY_CV) & (low > HEALTHY_MIN_LOAD))
+
+
 def update_biases(params, aux, rate):
   """DeepSeek-V3 sign rule: bias_e += rate * sign(mean load - load_e), per layer.
 

@@ -9,8 +9,9 @@ by default (x + F(norm(x)), Llama), or post-norm with `norm_position='post'`
 Then a final norm (kept post-norm too, where it only rescales, so both
 positions have one params tree) and a tied or separate LM head. Which layers are MoE
 is `cfg.is_moe_layer(i)`: all dense, all MoE, every n-th, or after the first
-k dense (the stacks of seed 000 Tables 6 and 7). `aux` holds the summed
-auxiliary loss and each MoE layer's router statistics (docs/internals.md).
+k dense (the stacks of seed 000 Tables 6 and 7). `aux` holds the auxiliary
+loss (summed or averaged over MoE layers: moe.router_loss_reduction) and each
+MoE layer's router statistics (docs/internals.md).
 `model.scan_layers` runs the blocks as scans over the stack's periods
 (moe_jax/models/scan.py) with the same params tree.
 """
@@ -23,6 +24,7 @@ from moe_jax.models import layers
 from moe_jax.models import mlp
 from moe_jax.models import moe as moe_lib
 from moe_jax.models import remat
+from moe_jax.models import router as router_lib
 from moe_jax.models import scan
 
 _ACT = ('batch', 'length', 'embed')
@@ -98,11 +100,9 @@ class Transformer(nn.Module):
             x_BLD, tokens_BL, segment_ids, positions, train, decode, load_E)
         if stats is not None:
           layer_stats[f'layers_{i}'] = stats
-    aux = {'aux_loss': jnp.float32(0.0), 'moe': {}}
-    for i in cfg.moe_layers:
-      stats = aux['moe'][f'layers_{i}'] = layer_stats[f'layers_{i}']
-      aux['aux_loss'] = (aux['aux_loss'] + cfg.moe.balance_loss_weight * stats['balance_loss']
-                         + cfg.moe.z_loss_weight * stats['z_loss'])
+    aux = {'moe': {f'layers_{i}': layer_stats[f'layers_{i}'] for i in cfg.moe_layers}}
+    aux['aux_loss'] = router_lib.router_loss(aux['moe'], cfg.moe.balance_loss_weight,
+                                             cfg.moe.z_loss_weight, cfg.moe.router_loss_reduction)
     x_BLD = layers.RMSNorm(cfg.norm_eps, dtype, name='final_norm')(x_BLD)
     # The head's param exists whichever output is asked for.
     w_DV = None if cfg.tie_embeddings else self.param(

@@ -50,6 +50,10 @@ def _chinchilla(c):
           ({'E': 1.0}, 0.0)]
 
 
+def _d2_power(c):
+  return [({'A': 1.0, 'alpha': -np.log(c['D2'])}, 0.0), ({'E': 1.0}, 0.0)]
+
+
 def _chinchilla_joint(c):
   # Dense and MoE-from-scratch Chinchilla laws sharing one E (seed 002 sec. 5:
   # "we first estimate E from a joint fit of dense and MoE scaling laws").
@@ -112,6 +116,8 @@ def _with_no_interaction(form, param):
 FORMS = {f.name: f for f in [
     Form('chinchilla', 'seed 002 eq. 3: L = A D^-alpha + B N^-beta + E',
          ('N1', 'D1'), ('A', 'B', 'alpha', 'beta', 'E'), _chinchilla),
+    Form('d2_power', 'seed 002 eq. 7: at one D1, L = A D2^-alpha + E',
+         ('D2',), ('A', 'alpha', 'E'), _d2_power),
     Form('chinchilla_joint', 'seed 002 sec. 5: eq. 3 for dense and moe rows, one E',
          ('kind', 'N1', 'D1'), _CHINCHILLA_JOINT_PARAMS, _chinchilla_joint),
     *_with_no_interaction(Form(

@@ -20,7 +20,7 @@ own capacity (dropped_frac is then a token-weighted mean).
 import jax
 import jax.numpy as jnp
 
-from moe_jax.models import losses, transformer
+from moe_jax.models import losses, router, transformer
 
 
 def split(batch, n):
@@ -92,12 +92,11 @@ def value_and_grad(model, params, batch, rng, n, loss_weights):
     _, valid, rows = _sizes(mb)
     w_tok = valid / jnp.maximum(total_valid, 1.0)
     w_bal = w_tok if cfg.moe.balance_scope == 'global' else rows / jnp.maximum(total_rows, 1.0)
-    stats, aux_loss = {}, jnp.float32(0.0)
-    for name, s in aux['moe'].items():
-      stats[name] = dict(counts=s['counts'], balance_loss=s['balance_loss'] * w_bal,
-                         z_loss=s['z_loss'] * w_tok, entropy=s['entropy'] * w_tok,
-                         dropped_frac=s['dropped_frac'] * w_tok)
-      aux_loss = aux_loss + w_balance * stats[name]['balance_loss'] + w_z * stats[name]['z_loss']
+    stats = {name: dict(counts=s['counts'], balance_loss=s['balance_loss'] * w_bal,
+                        z_loss=s['z_loss'] * w_tok, entropy=s['entropy'] * w_tok,
+                        dropped_frac=s['dropped_frac'] * w_tok)
+             for name, s in aux['moe'].items()}
+    aux_loss = router.router_loss(stats, w_balance, w_z, cfg.moe.router_loss_reduction)
     ce_part = ce * count / jnp.maximum(total_targets, 1.0)
     return ce_part + aux_loss, (ce_part, aux_loss, stats)
 

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from moe_jax.errors import ConfigError
+from moe_jax.models import router
 
 MULTIPLIERS = ('lr', 'balance', 'z_loss')
 
@@ -50,13 +51,12 @@ class Phases:
     return (self.balance_weight * self._at(self.balance, step),
             self.z_weight * self._at(self.z_loss, step))
 
-  def aux_loss(self, aux, step):
+  def aux_loss(self, aux, step, reduction='sum'):
     """The router losses of the model's aux dict, weighted for `step`'s phase
-    (the model's own aux['aux_loss'] uses the unscaled weights)."""
+    and summed or averaged over MoE layers (`reduction`, moe.router_loss_reduction;
+    the model's own aux['aux_loss'] uses the unscaled weights)."""
     w_balance, w_z = self.loss_weights(step)
-    layers = aux.get('moe', {}).values()
-    return sum((w_balance * l['balance_loss'] + w_z * l['z_loss'] for l in layers),
-               jnp.float32(0.0))
+    return router.router_loss(aux.get('moe', {}), w_balance, w_z, reduction)
 
 
 def build(config, start=0):

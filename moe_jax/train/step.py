@@ -13,14 +13,19 @@ def moe_metrics(aux):
   """Per-MoE-layer health from the model's aux dict (docs/internals.md).
 
   cv is the coefficient of variation of the expert load (0 = perfectly
-  balanced); dead counts experts that got no token in this batch.
+  balanced); dead counts experts that got no token in this batch; dead_1pct
+  and healthy are seed 001's monitor (router.health: under 1% of the load;
+  cv < 0.3 and every expert above 2%).
   """
   out = {}
   for name, layer in aux.get('moe', {}).items():
     load_E = layer['load']
+    h = router.health(load_E)
     out[f'moe/{name}/load'] = load_E
     out[f'moe/{name}/cv'] = jnp.std(load_E) / jnp.maximum(jnp.mean(load_E), 1e-9)
     out[f'moe/{name}/dead'] = jnp.sum(layer['counts'] == 0)
+    out[f'moe/{name}/dead_1pct'] = h['dead_1pct']
+    out[f'moe/{name}/healthy'] = h['healthy'].astype(jnp.int32)
     for key in ('entropy', 'balance_loss', 'z_loss', 'dropped_frac'):
       out[f'moe/{name}/{key}'] = layer[key]
   return out
@@ -43,7 +48,8 @@ def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate, phases
   else:
     def loss_fn(params):
       ce, count, aux = accumulate.loss_terms(model, params, batch, rng)
-      aux_loss = aux['aux_loss'] if phases is None else phases.aux_loss(aux, state.step)
+      aux_loss = (aux['aux_loss'] if phases is None else
+                  phases.aux_loss(aux, state.step, model.cfg.moe.router_loss_reduction))
       return ce + aux_loss, (ce, count, aux_loss, aux)
 
     (_, (ce, count, aux_loss, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(

@@ -12,7 +12,7 @@ from moe_jax.errors import ConfigError
 from moe_jax.upcycle import heuristics, paths
 from moe_jax.upcycle.rules import Op
 
-TILE_INITS = ('copy', 'noise', 'subset', 'permute', 'drop')
+TILE_INITS = ('copy', 'noise', 'subset', 'permute', 'drop', 'random')
 
 
 def copy():
@@ -46,7 +46,10 @@ def tile_experts(num_experts, init='copy', noise=0.0, drop=0.0, drop_init='norma
   `_subset_init`, or just that slice when the expert width is F/E), permute
   (an independent neuron permutation per expert and matrix, seed 001
   `_permute_init`), drop (Drop-Upcycling: a `drop` share of neurons per expert
-  re-initialised by `drop_init`, one set shared by wi_0, wi_1 and wo).
+  re-initialised by `drop_init`, one set shared by wi_0, wi_1 and wo), random
+  (every neuron of every expert re-initialised by `drop_init`: seed 001's
+  "random init (no upcycling)" row, with attention, norms and embeddings
+  still copied; `normal` draws at the dense MLP's own mean and std).
   Optimizer moments are arranged the same way (no noise, no re-init) and, for
   the 'scale' policy, scaled by (top_k / E)**power: each expert sees about
   top_k / E of the tokens the dense MLP saw.
@@ -55,7 +58,7 @@ def tile_experts(num_experts, init='copy', noise=0.0, drop=0.0, drop_init='norma
     raise ConfigError(f'upcycle.args.expert_init={init!r} is not one of {TILE_INITS}')
   if init == 'drop' and not 0 < drop < 1:
     raise ConfigError(f'upcycle.args.drop_ratio={drop} must be in (0, 1)')
-  if init == 'drop' and drop_init not in heuristics.DROP_INITS:
+  if init in ('drop', 'random') and drop_init not in heuristics.DROP_INITS:
     raise ConfigError(f'upcycle.args.drop_init={drop_init!r} is not one of '
                       f'{heuristics.DROP_INITS}')
 
@@ -83,9 +86,10 @@ def tile_experts(num_experts, init='copy', noise=0.0, drop=0.0, drop_init='norma
     w_E = arrange(s[0], target, ctx)
     if init == 'noise':
       return w_E + noise * jnp.std(s[0]) * jax.random.normal(ctx.rng, w_E.shape, w_E.dtype)
-    if init == 'drop':
+    if init in ('drop', 'random'):
       axis = _neuron_axis(ctx.path)
-      mask = heuristics.neuron_mask(ctx.layer_rng, num_experts, w_E.shape[axis], drop)
+      mask = (heuristics.neuron_mask(ctx.layer_rng, num_experts, w_E.shape[axis], drop)
+              if init == 'drop' else jnp.ones((num_experts, w_E.shape[axis]), bool))
       return heuristics.drop_neurons(w_E, mask, axis, drop_init, ctx.rng)
     return w_E
 

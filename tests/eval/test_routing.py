@@ -97,7 +97,17 @@ def test_inspect_routing_cli(moe_workdir, tmp_path):
   assert result['step'] == 2 and result['tokens'] == 8 * 32
   all_E = result['layers']['layers_0']['counts']['all']
   assert len(all_E) == 4 and sum(all_E) == 2 * result['tokens']
-  assert [s for s, _, _ in result['load_over_training']['layers_0']] == [1, 2]
+  history = result['load_over_training']['layers_0']
+  assert [row[0] for row in history] == [1, 2]
+  assert all(row[3] is not None and row[4] in (0, 1) for row in history)   # seed 001's health
+  # The analysis' health is seed 001's monitor of the counted load.
+  load = np.asarray(all_E) / sum(all_E)
+  cv = np.std(load) / np.mean(load)
+  h = result['layers']['layers_0']['health']
+  assert h['dead_1pct'] == int(np.sum(load < 0.01))
+  assert h['healthy'] == bool(cv < 0.3 and load.min() > 0.02)
+  np.testing.assert_allclose(h['cv'], cv, rtol=1e-5)
+  assert routing.health_line(h) in proc.stdout
 
 
 def test_inspect_of_no_checkpoint_is_a_one_line_error(tmp_path):

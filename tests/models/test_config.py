@@ -56,6 +56,7 @@ def test_layer_pattern(moe, layers, want):
     ({}, dict(num_experts=4, order='random'), "moe.order='random'"),
     ({}, dict(num_experts=4, dispatch='sorted'), "moe.dispatch='sorted'"),
     ({}, dict(num_experts=4, balance_scope='batch'), "moe.balance_scope='batch'"),
+    ({}, dict(num_experts=4, router_loss_reduction='avg'), "moe.router_loss_reduction='avg'"),
     ({}, dict(num_experts=4, order='topk_then_softmax', score='sigmoid'), 'moe.order'),
     ({}, dict(num_experts=4, router='hash', use_bias=True), 'moe.use_bias'),
     ({}, dict(num_experts=4, first_dense=2), 'moe.first_dense=2'),

@@ -156,3 +156,37 @@ def test_router_init_follows_seed_002():
   assert w.shape == (d_model, 64) and abs(w.mean()) < 0.05 * std
   np.testing.assert_allclose(w.std(), std, rtol=0.03)   # 16k samples: sd of the estimate ~0.6%
   assert not np.any(params['params']['bias'])
+
+
+def test_router_loss_sums_or_averages_over_layers():
+  stats = {f'layers_{i}': dict(balance_loss=jnp.float32(b), z_loss=jnp.float32(z))
+           for i, (b, z) in enumerate([(1.0, 4.0), (2.0, 8.0), (1.5, 0.0)])}
+  want = 0.01 * 4.5 + 1e-3 * 12.0
+  np.testing.assert_allclose(router.router_loss(stats, 0.01, 1e-3), want, rtol=1e-6)
+  np.testing.assert_allclose(router.router_loss(stats, 0.01, 1e-3, 'mean'), want / 3, rtol=1e-6)
+  assert float(router.router_loss({}, 0.01, 1e-3, 'mean')) == 0.0
+
+
+def _monitor(loads):
+  """seed 001's monitor_expert_utilization, as the blog writes it."""
+  loads = np.asarray(loads, np.float64)
+  cv = np.std(loads) / (np.mean(loads) + 1e-10)
+  return dict(cv=cv, dead=int(np.sum(loads < 0.01)),
+              healthy=bool(cv < 0.3 and np.min(loads) > 0.02))
+
+
+@pytest.mark.parametrize('loads', [
+    [0.125] * 8,                                     # uniform: healthy
+    [0.3, 0.25, 0.2, 0.1, 0.1, 0.04, 0.005, 0.005],  # two dead, unhealthy
+    [0.8] + [0.2 / 7] * 7,                           # collapse to one expert, none dead
+    [0.15, 0.15, 0.13, 0.12, 0.12, 0.12, 0.11, 0.1],  # healthy, cv near 0.14
+    [0.985 / 15] * 15 + [0.015],                     # cv under 0.3, min under 2%
+])
+def test_health_is_seed_001s_monitor(loads):
+  got = router.health(np.asarray(loads, np.float32))
+  want = _monitor(loads)
+  np.testing.assert_allclose(got['cv'], want['cv'], rtol=1e-5)
+  assert int(got['dead_1pct']) == want['dead']
+  assert bool(got['healthy']) == want['healthy']
+  np.testing.assert_allclose((got['min_load'], got['max_load']), (min(loads), max(loads)),
+                             rtol=1e-6)

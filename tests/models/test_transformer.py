@@ -167,6 +167,23 @@ def test_padding_is_excluded_from_router_statistics():
   assert float(stats['dropped_frac']) == 0.0
 
 
+def test_router_loss_mean_is_the_sum_over_moe_layers_divided_by_their_number():
+  # 5 layers, every 2nd MoE: 2 MoE layers of 5, so the divisor is not num_layers.
+  cfg = fixtures.tiny_model_config(num_experts=4, every=2, top_k=2)
+  cfg = dataclasses.replace(cfg, num_layers=5)
+  tokens_BL = fixtures.tokens(2, 9)
+  params = fixtures.random_params(cfg)
+  _, aux_sum = _apply(cfg, params, tokens_BL)
+  mean_cfg = dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe,
+                                                              router_loss_reduction='mean'))
+  _, aux_mean = _apply(mean_cfg, params, tokens_BL)
+  assert len(aux_sum['moe']) == 2
+  want = sum(cfg.moe.balance_loss_weight * s['balance_loss'] + cfg.moe.z_loss_weight * s['z_loss']
+             for s in aux_sum['moe'].values())
+  np.testing.assert_allclose(aux_sum['aux_loss'], want, rtol=1e-6)
+  np.testing.assert_allclose(aux_mean['aux_loss'], want / 2, rtol=1e-6)
+
+
 def test_router_weight_learns_and_bias_gets_no_gradient():
   cfg = fixtures.tiny_model_config(num_experts=4, use_bias=True)
   tokens_BL = fixtures.tokens(2, 7)

@@ -90,13 +90,15 @@ def test_chunked_loss_gives_the_plain_step():
     _assert_same(_step(_config(**{'model.tie_embeddings': tie, 'model.loss_chunk': 64})), want)
 
 
-@pytest.mark.parametrize('scope', ['global', 'sequence'])
-def test_grad_accumulation_gives_the_one_batch_step(scope):
-  """Balance and z losses, the selection-bias update and every logged MoE
-  metric come out as from the whole batch (the batch has padding and an
-  all-padding row, so microbatches hold unequal token counts)."""
+@pytest.mark.parametrize('scope,reduction', [('global', 'sum'), ('sequence', 'mean')])
+def test_grad_accumulation_gives_the_one_batch_step(scope, reduction):
+  """Balance and z losses (summed or averaged over MoE layers), the
+  selection-bias update and every logged MoE metric come out as from the
+  whole batch (the batch has padding and an all-padding row, so microbatches
+  hold unequal token counts)."""
   keys = dict(_MOE, **{'moe.balance_scope': scope, 'moe.balance_loss_weight': 0.5,
-                       'moe.z_loss_weight': 0.1, 'moe.bias_update_rate': 0.05})
+                       'moe.z_loss_weight': 0.1, 'moe.bias_update_rate': 0.05,
+                       'moe.router_loss_reduction': reduction})
   want = _step(_config(**keys))
   got = _step(_config(**keys, grad_accum_steps=4))
   _assert_same(got, want)

@@ -33,6 +33,15 @@ def test_seed001_phases_split_the_steps_after_start():
                              [1, 1, 0.1, 1, 1, 0.1])
 
 
+def test_phase_router_losses_sum_or_average_over_moe_layers():
+  p = phases.build(_config(**common.SEED001_PHASES))
+  aux = {'moe': {'layers_0': dict(balance_loss=1.0, z_loss=3.0),
+                 'layers_1': dict(balance_loss=2.0, z_loss=5.0)}}
+  want = 5 * 0.01 * 3.0 + 2 * 1e-3 * 8.0   # step 0: the warmup phase's x5 and x2
+  np.testing.assert_allclose(p.aux_loss(aux, 0), want, rtol=1e-6)
+  np.testing.assert_allclose(p.aux_loss(aux, 0, 'mean'), want / 2, rtol=1e-6)
+
+
 def test_no_phases_and_default_multipliers():
   assert phases.build(_config()) is None
   p = phases.build(_config(fractions=(0.5, 0.5), lr=(1.0, 0.5)))

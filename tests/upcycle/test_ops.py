@@ -75,6 +75,18 @@ def test_drop_upcycling_shares_neurons_across_gate_up_down():
   np.testing.assert_array_equal(changed_a.sum(1), [3] * E)
 
 
+def test_tile_random_redraws_every_expert_at_the_mlp_scale():
+  w = jnp.asarray(np.random.default_rng(3).normal(0.5, 2.0, size=(16, 32)), jnp.float32)
+  out = np.asarray(ops.tile_experts(E, 'random').init([w], _t(E, 16, 32),
+                                                      _ctx('layers_0/moe/experts/wi_0')))
+  assert not np.any(np.isclose(out, np.asarray(w)[None]).all(axis=(1, 2)))
+  assert not np.array_equal(out[0], out[1])
+  # Fresh draws, not the MLP: no correlation with it, its mean and std kept.
+  assert abs(np.corrcoef(out[0].ravel(), np.asarray(w).ravel())[0, 1]) < 0.2
+  np.testing.assert_allclose(out.mean(), float(jnp.mean(w)), atol=0.15)
+  np.testing.assert_allclose(out.std(), float(jnp.std(w)), rtol=0.1)
+
+
 def test_replica_slots_layouts():
   app = layout.replica_slots([2, 1, 3], 'append')
   np.testing.assert_array_equal(app.src_of, [0, 1, 2, 0, 2, 2])

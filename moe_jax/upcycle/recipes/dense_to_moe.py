@@ -2,7 +2,7 @@
 router starts fresh.
 
 Args (defaults in brackets): expert_init [copy] | noise | subset | permute |
-drop (ops.tile_experts), noise [0.01], drop_ratio [0.5], drop_init [normal]
+drop | random (ops.tile_experts), noise [0.01], drop_ratio [0.5], drop_init [normal]
 (source statistics), router_init [normal]: N(0, moe.router_init_std^2 or
 2/(5 D)) | zero. The target (`upcycle.target.moe`) names the experts; its
 layer pattern decides which layers become MoE, the others keep their dense
