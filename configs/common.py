@@ -141,7 +141,8 @@ def phases():
   return ml_collections.ConfigDict(dict(fractions=(), lr=(), balance=(), z_loss=()))
 
 
-def expand_args(allocation=None, delta=None, expert=None, router=None, layout=None):
+def expand_args(allocation=None, delta=None, expert=None, router=None, layout=None,
+                utility_allocation=None):
   """`upcycle.args` of recipe expand_experts (seed 000 Definition 3.1); None
   takes the recipe's default (moe_jax/upcycle/recipes/expand_experts.py).
 
@@ -158,6 +159,7 @@ def expand_args(allocation=None, delta=None, expert=None, router=None, layout=No
   expert, router = pick(expert, 'expert_heuristic'), pick(router, 'router_heuristic')
   return ml_collections.ConfigDict(dict(
       allocation=pick(allocation, 'allocation'), layout=pick(layout, 'layout'),
+      utility_allocation=pick(utility_allocation, 'utility_allocation'),
       delta=pick(delta, 'delta'),
       expert_heuristic=expert,
       expert_args=heuristics.options('expert', expert, {}),

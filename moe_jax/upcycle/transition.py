@@ -105,7 +105,8 @@ def apply(config, dst_config, params, batches=None, out_shardings=None):
     args['scores'] = {layer: [float(x) for x in s] for layer, s in scores.items()}
   recipe = recipes.build(up.recipe, config, dst_config, args)
   if 'scores' in args:
-    record = utility.dump(scores, recipe.args['counts'], up.utility_metric, acc)
+    record = utility.dump(scores, recipe.args['counts'], up.utility_metric, acc,
+                          recipe.args['utility_allocation'])
   dst = mapping.transform(recipe, params, abstract_params(dst_config),
                           jax.random.key(up.seed), out_shardings)
   return dst, recipe, record

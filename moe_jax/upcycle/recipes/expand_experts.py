@@ -1,7 +1,9 @@
 """Expert upcycling E -> mE, top-k fixed (seed 000 Definition 3.1).
 
 Args (defaults in brackets): allocation [uniform] | utility (needs scores:
-{layer: [E]} from utility.expert_scores), layout [append] | in_place,
+{layer: [E]} from utility.expert_scores), utility_allocation [dhondt] |
+proportional | sampled (how scores become replica counts, utility.py; sampled
+draws with upcycle.seed), layout [append] | in_place,
 expert_heuristic [copy] + expert_args, router_heuristic [copy] + router_args
 (heuristics.py, Tables 9 and 10), delta [0.001]: U(-delta, delta) on
 replicas' router biases (needs moe.use_bias; set 0 without it). The target has
@@ -17,6 +19,7 @@ from moe_jax.upcycle.rules import Rule
 
 def _counts(src, a, multiplier):
   moe_layers = [f'layers_{i}' for i, k in enumerate(layout.layer_kinds(src)) if k == 'moe']
+  utility.check_allocation(a['utility_allocation'])
   if a['allocation'] == 'uniform':
     return {layer: [multiplier] * src.moe.num_experts for layer in moe_layers}
   if a['allocation'] != 'utility':
@@ -27,17 +30,18 @@ def _counts(src, a, multiplier):
   if missing:
     raise ConfigError(f'utility scores requested with no data for {", ".join(missing)}: '
                       'set upcycle.args.scores from utility.expert_scores')
-  return {layer: [int(c) for c in utility.allocate(scores[layer], multiplier)]
+  rule, seed = a['utility_allocation'], src.upcycle.seed
+  return {layer: [int(c) for c in utility.allocate(scores[layer], multiplier, rule, seed)]
           for layer in moe_layers}
 
 
 def _more_experts(dst, src, factor, args):
-  del args
+  utility.check_allocation(args['utility_allocation'])   # before any gradient is taken
   dst.moe.num_experts = src.moe.num_experts * factor
 
 
 @recipes.register('expand_experts', dict(
-    allocation='uniform', scores=None, layout='append', expert_heuristic='copy',
+    allocation='uniform', scores=None, utility_allocation='dhondt', layout='append', expert_heuristic='copy',
     expert_args={}, router_heuristic='copy', router_args={}, delta=1e-3),
                   target=_more_experts, uses_factor=True)
 def expand_experts(src, dst, args):
