@@ -116,6 +116,7 @@ def upcycle():
       step=0,                # in-run transition step tau (0: none)
       recipe='',             # a recipe of moe_jax/upcycle/recipes/ (dense_to_moe, ...)
       factor=2,              # expansion factor m (experts, or depth)
+      split_bias=False,      # expand_experts: router biases x 1/m (its args.split_bias)
       args=ml_collections.ConfigDict(),    # recipe options: its file in moe_jax/upcycle/recipes/
       target=ml_collections.ConfigDict(),  # overrides of the target config
       utility_metric='grad_norm',          # args.allocation=utility: grad_norm | saliency |

@@ -111,22 +111,47 @@ def report4(runs, arg):
   return text, by_cpt
 
 
+def _jump(run):
+  """Validation loss after minus before the run's transition (its report), or None."""
+  up = (run or {}).get('upcycle') or {}
+  return None if None in (up.get('loss_after'), up.get('loss_before')) else (
+      up['loss_after'] - up['loss_before'])
+
+
 def report5(runs, arg):
-  head = ['K/E (target)', 'Fixed-E', 'Fixed-2E', 'Ours (MoE->MoE)', 'Sparse (dense->MoE)',
-          'Eff. ours %', 'seed: Fixed-E', 'Fixed-mE', 'Ours', 'Sparse']
+  """One row per (top-k, E): means over seeds, eta as the ratio of mean gaps,
+  sparse - ours paired by seed with its t interval, and each transition's jump."""
+  head = ['top-k', 'K/E (target)', 'seeds', 'Fixed-E', 'Fixed-2E', 'Ours (MoE->MoE)',
+          'Sparse (dense->MoE)', 'Eff. ours %', 'Sparse - Ours', 'jump ours', 'jump sparse',
+          'seed (nearest K/E): Fixed-E', 'Fixed-mE', 'Ours', 'Sparse']
+  groups = {}
+  for k, _, e, names in table5.rows(arg):
+    groups.setdefault((k, e), []).append(names)
   rows, points = [], []
-  top_k = 2
-  for e, names in table5.rows(arg):
-    ratio = top_k / (2 * e)
-    losses = {c: _loss(runs, n) for c, n in names.items()}
-    ref = reference.TABLE5.get(min(reference.TABLE5, key=lambda k: abs(k - ratio)))
-    rows.append([f'{100 * ratio:.2f}% ({2 * e})'] +
-                [_fmt(losses[c]) for c in ('fixed', 'fixed2x', 'upcycled', 'sparse')] +
-                [_eff(losses['fixed'], losses['upcycled'], losses['fixed2x'])] +
-                [_fmt(v, 3) for v in ref])
-    points.append((ratio, losses))
-  return ('### Table 5: activation ratio; expert vs sparse upcycling\n\n' + _md(head, rows),
-          points)
+  cols = ('fixed', 'fixed2x', 'upcycled', 'sparse')
+  for (k, e), seeds in groups.items():
+    ratio = k / (2 * e)
+    per_seed = [{c: _loss(runs, n[c]) for c in cols} for n in seeds]
+    done = [p for p in per_seed if None not in p.values()]
+    means = {c: analysis.mean_sd([p[c] for p in per_seed if p[c] is not None]) for c in cols}
+    cell = lambda c: '-' if means[c][0] is None else (
+        f'{means[c][0]:.4f}' + (f' +- {means[c][1]:.4f}' if means[c][1] else ''))
+    eta = (analysis.eta(*(sum(p[c] for p in done) / len(done) for c in ('fixed', 'upcycled',
+                                                                         'fixed2x')))
+           if done else None)
+    diff = stats.paired([p['sparse'] - p['upcycled'] for p in done])
+    jumps = {c: analysis.mean_sd([j for j in (_jump(runs.get(n[c])) for n in seeds)
+                                  if j is not None])[0] for c in ('upcycled', 'sparse')}
+    ref = reference.TABLE5.get(min(reference.TABLE5, key=lambda r: abs(r - ratio)))
+    rows.append([k, f'{100 * ratio:.2f}% ({2 * e})', f'{len(done)}/{len(seeds)}'] +
+                [cell(c) for c in cols] +
+                ['-' if eta is None else f'{100 * eta:.1f}',
+                 '-' if not done else (stats.interval_text(diff) if diff['n'] > 1 else
+                                       f'{diff["mean"]:+.4f}'),
+                 _fmt(jumps['upcycled']), _fmt(jumps['sparse'])] + [_fmt(v, 3) for v in ref])
+    points.append((k, ratio, {c: means[c][0] for c in cols}))
+  return ('### Table 5: activation ratio; expert vs sparse upcycling, top-1 and top-2\n\n' +
+          _md(head, rows), points)
 
 
 def _initial(run):
@@ -223,10 +248,11 @@ def _plot(number, data, path):
     ax.set(xlabel='CPT / tau', ylabel='validation loss (seed 0)')
   elif number == '5':
     for i, col in enumerate(('fixed', 'fixed2x', 'upcycled', 'sparse')):
-      pts = [(r, l[col]) for r, l in data if l[col] is not None]
-      if pts:
-        ax.plot(*zip(*pts), 'o-', color=f'C{i}', label=col)
-    ax.set(xscale='log', xlabel='target K/E', ylabel='validation loss')
+      for k, style in ((1, 'o-'), (2, 's--')):
+        pts = [(r, l[col]) for kk, r, l in data if kk == k and l[col] is not None]
+        if pts:
+          ax.plot(*zip(*pts), style, color=f'C{i}', label=f'{col}, top-{k}')
+    ax.set(xscale='log', xlabel='target K/E', ylabel='validation loss (mean over seeds)')
   elif number == 'regime':
     for t, gaps in data:
       ax.plot([t] * len(gaps), gaps, 'o', color='C0')

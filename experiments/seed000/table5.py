@@ -15,12 +15,14 @@ E = 4, 8, 16, 32 (the seed's four rows, K/E = 25% ... 3.1% at top-2):
                        of one expert) grown to 2E exact copies (dense_to_moe in
                        the run) and trained to T
 The dense run `s{s}_dense` is shared by every row and top-k of a seed. At
-top-1 with renormalised gates the E -> 2E copies are function-preserving
-(a token's one expert or its copy, gate 1; up to the U(-delta, delta) bias
-noise, which can flip near-ties: tests/upcycle/test_preservation.py); at
-top-2 they are not (copies tie and push out the next-best expert). The
-quickstart's sparse-upcycled and upcycled arms are this sweep's top-2, E = 8
-row (the same configs and seeds).
+top-1 with renormalised gates the E -> 2E copies are function-preserving if
+the router's selection biases (loss-free balancing) are halved with the
+softmax scores the copies split, so top-1 rows set upcycle.split_bias (exact
+up to the replicas' U(-delta, delta) bias noise, which can flip near-ties:
+tests/upcycle/test_preservation.py); at top-2 copies are not preserving
+(they tie and push out the next-best expert), and top-2 rows keep the
+recipe's defaults, so the quickstart's sparse-upcycled and upcycled arms are
+this sweep's top-2, E = 8 row (the same configs and seeds).
 
 The issue-22 run of 2026-11-23 (top-2, one seed, T = 1600, tau = 800) is
 `:top_k=2,seeds=1,steps=1600`. `:small` is two top-ks, one seed, E = 2, 20
@@ -85,7 +87,8 @@ def get_hyper(h, arg=None):
                              'config.upcycle.target.moe.num_experts': 2 * e})
     points.append(dict(common, name=names['upcycled'], resume_from=h.run(
         names['fixed'], step=tau), **{'config.moe.num_experts': e,
-                                      'config.upcycle.recipe': 'expand_experts'}))
+                                      'config.upcycle.recipe': 'expand_experts',
+                                      'config.upcycle.split_bias': k == 1}))
     points.append(dict(common, name=names['sparse'], resume_from=h.run(
         f's{s}_dense', step=tau), **{'config.moe.num_experts': 0,
                                      'config.upcycle.recipe': 'dense_to_moe'}))

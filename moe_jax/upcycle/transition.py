@@ -28,11 +28,16 @@ def abstract_params(config):
 
 
 def _args(up):
-  """upcycle.args as a dict; a recipe with a `factor` arg takes upcycle.factor
-  unless the args set it."""
+  """upcycle.args as a dict; a recipe with a `factor` (`split_bias`) arg takes
+  upcycle.factor (upcycle.split_bias when set) unless the args set it. The
+  group's key lets one config hold two recipes' transitions (a sweep's points
+  pick the recipe; args of one would be unknown to the other)."""
   args = up.args.to_dict() if hasattr(up.args, 'to_dict') else dict(up.args)
-  if 'factor' in recipes.get(up.recipe).defaults:
+  defaults = recipes.get(up.recipe).defaults
+  if 'factor' in defaults:
     args.setdefault('factor', up.factor)
+  if 'split_bias' in defaults and up.get('split_bias'):
+    args.setdefault('split_bias', True)
   return args
 
 
