@@ -82,6 +82,8 @@ def data():
       tokenizer_path='',     # bpe: an existing tokenizer.json
       val_fraction=0.05,     # share of documents held out for validation
       split_seed=0,          # picks the validation documents (independent of `seed`)
+      part='',               # '' every training document | pretrain | cpt: two disjoint
+      cpt_fraction=0.5,      #   parts by document, cpt_fraction of them for CPT (corpus.py)
       worker_count=0,        # grain workers; 0: in-process
   ))
 
