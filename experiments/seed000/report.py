@@ -1,10 +1,10 @@
 r"""Seed 000's tables from our sweeps, in the seed's layout, its numbers beside ours.
 
-  python -m experiments.seed000.report --table=3|4|5|8|regime --workdir=DIR [--arg=ARG]
+  python -m experiments.seed000.report --table=3|4|5|8|regime|cpt --workdir=DIR [--arg=ARG]
   python -m experiments.seed000.report --results=DIR/table{N}.json [--out=DIR2]
 
-DIR is the launched sweep of experiments/seed000/table{N}.py (or regime.py;
-`--arg` is its config argument). Writes DIR/table{N}.md (also printed),
+DIR is the launched sweep of experiments/seed000/table{N}.py (or regime.py,
+cpt_length.py for `cpt`; `--arg` is its config argument). Writes DIR/table{N}.md (also printed),
 DIR/plots/table{N}.png and DIR/table{N}.json, the results file (the runs'
 final losses, transition reports and logged rows: experiments/report.py
 `results`) from which `--results` rebuilds the table alone.
@@ -19,7 +19,8 @@ import time
 from absl import flags
 
 from experiments import plots, report, stats, study_cli
-from experiments.seed000 import analysis, base, reference, regime, table3, table4, table5, table8
+from experiments.seed000 import (analysis, base, cpt_length, reference, regime, table3, table4,
+                                 table5, table8)
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import files
 
@@ -228,6 +229,42 @@ def report_regime(runs, arg):
   return f'### Regime study: {a.setting}\n\n' + _md(head, rows), points
 
 
+def report_cpt(runs, arg):
+  """eta against CPT length (ratio of the mean gaps over seeds, bootstrap
+  interval), and the procedure arms against the plain upcycled run."""
+  head = ['CPT / tau', 'T', 'arm', 'seeds', 'Fixed-E', 'Fixed-2E', 'arm loss',
+          'Fixed-E - Fixed-2E', 'eta (ratio of means)', 'arm - Upcycled']
+  by_c = {}
+  for _, c, names in cpt_length.rows(arg):
+    by_c.setdefault(c, []).append(names)
+  rows, points = [], []
+  for c, seeds in sorted(by_c.items()):
+    t = cpt_length.budgets(arg)[c]
+    for arm in ('up', 'annealed', 'disjoint'):
+      if arm not in seeds[0]:
+        continue
+      cols = ('fixed', 'fixed2x', arm, 'up')
+      done = [[_loss(runs, n[col]) for col in cols] for n in seeds]
+      done = [d for d in done if None not in d]
+      f, f2, x, up = (list(v) for v in zip(*done)) if done else ([], [], [], [])
+      gap = stats.paired([a - b for a, b in zip(f, f2)])
+      eta = (stats.ratio_of_means([a - b for a, b in zip(f, x)], [a - b for a, b in zip(f, f2)])
+             if done else None)
+      vs_up = stats.paired([a - b for a, b in zip(x, up)])
+      interval = lambda d: ('-' if not d['n'] else stats.interval_text(d) if d['n'] > 1 else
+                            f'{d["mean"]:+.4f}')
+      rows.append([c, t, {'up': 'Upcycled'}.get(arm, arm), f'{len(done)}/{len(seeds)}',
+                   _pm(f), _pm(f2), _pm(x), interval(gap),
+                   '-' if eta is None else (
+                       f'{eta["estimate"]:.2f}' + (f' [{eta["lo"]:.2f}, {eta["hi"]:.2f}]'
+                                                   if len(done) > 1 else '')),
+                   '' if arm == 'up' else interval(vs_up)])
+      if arm == 'up' and eta is not None:
+        points.append((c, eta['estimate']))
+  return ('### CPT length: eta as CPT grows (tau fixed), and two procedure arms\n\n' +
+          _md(head, rows), points)
+
+
 def _pm(values):
   mean, sd = analysis.mean_sd(values)
   return '-' if mean is None else f'{mean:.4f} +- {sd:.4f}'
@@ -253,6 +290,11 @@ def _plot(number, data, path):
         if pts:
           ax.plot(*zip(*pts), style, color=f'C{i}', label=f'{col}, top-{k}')
     ax.set(xscale='log', xlabel='target K/E', ylabel='validation loss (mean over seeds)')
+  elif number == 'cpt':
+    if data:
+      ax.plot(*zip(*data), 'o-', color='C2', label='Upcycled (ratio of mean gaps)')
+    ax.axhline(1, color='k', lw=0.8, ls=':')
+    ax.set(xlabel='CPT / tau', ylabel='eta (eq. 4)')
   elif number == 'regime':
     for t, gaps in data:
       ax.plot([t] * len(gaps), gaps, 'o', color='C0')
@@ -263,7 +305,8 @@ def _plot(number, data, path):
     if pts:
       ax.plot(*zip(*pts), 'o')
     ax.set(xlabel='validation loss right after upcycling', ylabel='terminal validation loss')
-  ax.set_title(f'seed 000 at CPU scale: {number if number == "regime" else "Table " + number}')
+  label = number if number in ('regime', 'cpt') else f'Table {number}'
+  ax.set_title(f'seed 000 at CPU scale: {label}')
   if ax.get_legend_handles_labels()[0]:
     ax.legend(fontsize=7)
   fig.tight_layout()
@@ -299,7 +342,8 @@ def _plot3(plt, data, path):
   return path
 
 
-STUDIES = {'3': report3, '4': report4, '5': report5, '8': report8, 'regime': report_regime}
+STUDIES = {'3': report3, '4': report4, '5': report5, '8': report8, 'regime': report_regime,
+           'cpt': report_cpt}
 
 
 def _render(number, runs, arg, plot_dir=None):
