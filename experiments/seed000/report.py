@@ -107,7 +107,8 @@ def report4(runs, arg):
         m, sd = analysis.mean_sd([g[c] for g in group])
         cells.append('-' if m is None else f'{m:.4f} +- {sd:.4f}')
       means.append([f'mean of {len(group)}', f'{round(100 * f)}%'] + cells + ['', ''])
-  text = ('### Table 4: duplication strategies x CPT budget\n\n' +
+  rule = table4._arg(arg).allocation   # pylint: disable=protected-access
+  text = (f'### Table 4: duplication strategies x CPT budget (utility copies: {rule})\n\n' +
           _md(head, out + means + ref_rows))
   return text, by_cpt
 

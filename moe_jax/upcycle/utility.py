@@ -23,7 +23,8 @@ with g the gradient averaged over the batches (seed 000 eqs. 19-20, Table 4):
                hence the default upcycle.utility_batches=64.
 
 Allocation (`upcycle.args.utility_allocation`) turns scores into replica
-counts r_e >= 1 summing to m * E; all three rules give equal scores r_e = m:
+counts r_e >= 1 summing to m * E; dhondt and proportional give equal scores
+r_e = m:
   dhondt        greedy with replacement (seed 000 §5.3.2): starting from one
                 copy each, every further copy goes to the expert with the
                 largest utility per copy u_e / r_e (ties: fewer copies, then

@@ -45,9 +45,9 @@ def _more_experts(dst, src, factor, args):
 
 
 @recipes.register('expand_experts', dict(
-    allocation='uniform', scores=None, utility_allocation='dhondt', layout='append', expert_heuristic='copy',
-    expert_args={}, router_heuristic='copy', router_args={}, delta=1e-3,
-    split_bias=False),
+    allocation='uniform', scores=None, utility_allocation='dhondt', layout='append',
+    expert_heuristic='copy', expert_args={}, router_heuristic='copy', router_args={},
+    delta=1e-3, split_bias=False),
                   target=_more_experts, uses_factor=True)
 def expand_experts(src, dst, args):
   a = recipes.resolve('expand_experts', args)
