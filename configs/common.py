@@ -82,6 +82,8 @@ def data():
       tokenizer_path='',     # bpe: an existing tokenizer.json
       val_fraction=0.05,     # share of documents held out for validation
       split_seed=0,          # picks the validation documents (independent of `seed`)
+      part='',               # '' every training document | pretrain | cpt: two disjoint
+      cpt_fraction=0.5,      #   parts by document, cpt_fraction of them for CPT (corpus.py)
       worker_count=0,        # grain workers; 0: in-process
   ))
 
@@ -116,6 +118,7 @@ def upcycle():
       step=0,                # in-run transition step tau (0: none)
       recipe='',             # a recipe of moe_jax/upcycle/recipes/ (dense_to_moe, ...)
       factor=2,              # expansion factor m (experts, or depth)
+      split_bias=False,      # expand_experts: router biases x 1/m (its args.split_bias)
       args=ml_collections.ConfigDict(),    # recipe options: its file in moe_jax/upcycle/recipes/
       target=ml_collections.ConfigDict(),  # overrides of the target config
       utility_metric='grad_norm',          # args.allocation=utility: grad_norm | saliency |
@@ -143,7 +146,8 @@ def phases():
   return ml_collections.ConfigDict(dict(fractions=(), lr=(), balance=(), z_loss=()))
 
 
-def expand_args(allocation=None, delta=None, expert=None, router=None, layout=None):
+def expand_args(allocation=None, delta=None, expert=None, router=None, layout=None,
+                utility_allocation=None):
   """`upcycle.args` of recipe expand_experts (seed 000 Definition 3.1); None
   takes the recipe's default (moe_jax/upcycle/recipes/expand_experts.py).
 
@@ -160,6 +164,7 @@ def expand_args(allocation=None, delta=None, expert=None, router=None, layout=No
   expert, router = pick(expert, 'expert_heuristic'), pick(router, 'router_heuristic')
   return ml_collections.ConfigDict(dict(
       allocation=pick(allocation, 'allocation'), layout=pick(layout, 'layout'),
+      utility_allocation=pick(utility_allocation, 'utility_allocation'),
       delta=pick(delta, 'delta'),
       expert_heuristic=expert,
       expert_args=heuristics.options('expert', expert, {}),

@@ -5,7 +5,8 @@
 
 `allocation=utility` duplicates experts by utility (`metric`: grad_norm |
 saliency | weight_norm | curvature, from `batches` training batches) instead
-of uniformly; `delta` is the U(-delta, delta) noise on the replicas' router
+of uniformly, turning scores into copies by `rule` (dhondt | proportional |
+sampled, moe_jax/upcycle/utility.py); `delta` is the U(-delta, delta) noise on the replicas' router
 biases (seed 000's 1e-3 by default; needs moe.use_bias in the source, or
 `delta=0`). `expert` and `router` pick a heuristic of seed 000 Tables 9/10
 (`expert=random` is Table 4's Kaiming baseline) whose options are then keys
@@ -26,8 +27,9 @@ def get_config(arg=None):
   arg = common.parse_arg(arg, factor=up.factor, allocation=d['allocation'],
                          metric=up.utility_metric, batches=up.utility_batches,
                          layout=d['layout'], delta=d['delta'], expert=d['expert_heuristic'],
-                         router=d['router_heuristic'])
+                         router=d['router_heuristic'], rule=d['utility_allocation'])
   up.recipe, up.factor = 'expand_experts', arg.factor
   up.utility_metric, up.utility_batches = arg.metric, arg.batches
-  up.args = common.expand_args(arg.allocation, arg.delta, arg.expert, arg.router, arg.layout)
+  up.args = common.expand_args(arg.allocation, arg.delta, arg.expert, arg.router, arg.layout,
+                               arg.rule)
   return up

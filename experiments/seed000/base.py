@@ -12,6 +12,10 @@ kept) feed the rest:
   Upcycled at (t, T)   the long Fixed-E run's state at step t, grown there in
                        the run (expand_experts) and trained to T, decaying over
                        the same last D steps
+  annealed source      a decay branch of the long run that ends at t (its last
+                       10% decayed, seed 000 §5.1: "each training stage
+                       concludes with a 10% annealing phase"); an upcycled
+                       run may grow it instead of the stable-phase state
 
 so every row of a table shares one schedule shape and one data order, and no
 step before a branch point is trained twice. `:small` shrinks the model and
@@ -79,3 +83,16 @@ def upcycled(h, source, tau, total, name, overrides=None):
            'config.ckpt.keep_every': 0}
   point.update({f'config.{k}': v for k, v in (overrides or {}).items()})
   return point
+
+
+ANNEAL_FRACTION = 0.1   # seed 000 §5.1
+
+
+def annealed(h, long_run, tau, name, fraction=ANNEAL_FRACTION):
+  """The point of `long_run` annealed at tau: its state at tau - A decayed over
+  the last A = fraction * tau steps to end at tau, whose step-tau checkpoint
+  an upcycled run then grows (`upcycled(h, name, tau, ...)` with a rewarm)."""
+  a = max(1, round(fraction * tau))
+  return {'name': name, 'resume_from': h.run(long_run, step=tau - a),
+          'config.total_steps': tau, 'config.opt.decay_fraction': a / tau,
+          'config.ckpt.keep_every': 0}

@@ -1,10 +1,10 @@
 r"""Seed 000's tables from our sweeps, in the seed's layout, its numbers beside ours.
 
-  python -m experiments.seed000.report --table=3|4|5|8|regime --workdir=DIR [--arg=ARG]
+  python -m experiments.seed000.report --table=3|4|5|8|regime|cpt --workdir=DIR [--arg=ARG]
   python -m experiments.seed000.report --results=DIR/table{N}.json [--out=DIR2]
 
-DIR is the launched sweep of experiments/seed000/table{N}.py (or regime.py;
-`--arg` is its config argument). Writes DIR/table{N}.md (also printed),
+DIR is the launched sweep of experiments/seed000/table{N}.py (or regime.py,
+cpt_length.py for `cpt`; `--arg` is its config argument). Writes DIR/table{N}.md (also printed),
 DIR/plots/table{N}.png and DIR/table{N}.json, the results file (the runs'
 final losses, transition reports and logged rows: experiments/report.py
 `results`) from which `--results` rebuilds the table alone.
@@ -19,7 +19,8 @@ import time
 from absl import flags
 
 from experiments import plots, report, stats, study_cli
-from experiments.seed000 import analysis, base, reference, regime, table3, table4, table5, table8
+from experiments.seed000 import (analysis, base, cpt_length, reference, regime, table3, table4,
+                                 table5, table8)
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import files
 
@@ -106,27 +107,53 @@ def report4(runs, arg):
         m, sd = analysis.mean_sd([g[c] for g in group])
         cells.append('-' if m is None else f'{m:.4f} +- {sd:.4f}')
       means.append([f'mean of {len(group)}', f'{round(100 * f)}%'] + cells + ['', ''])
-  text = ('### Table 4: duplication strategies x CPT budget\n\n' +
+  rule = table4._arg(arg).allocation   # pylint: disable=protected-access
+  text = (f'### Table 4: duplication strategies x CPT budget (utility copies: {rule})\n\n' +
           _md(head, out + means + ref_rows))
   return text, by_cpt
 
 
+def _jump(run):
+  """Validation loss after minus before the run's transition (its report), or None."""
+  up = (run or {}).get('upcycle') or {}
+  return None if None in (up.get('loss_after'), up.get('loss_before')) else (
+      up['loss_after'] - up['loss_before'])
+
+
 def report5(runs, arg):
-  head = ['K/E (target)', 'Fixed-E', 'Fixed-2E', 'Ours (MoE->MoE)', 'Sparse (dense->MoE)',
-          'Eff. ours %', 'seed: Fixed-E', 'Fixed-mE', 'Ours', 'Sparse']
+  """One row per (top-k, E): means over seeds, eta as the ratio of mean gaps,
+  sparse - ours paired by seed with its t interval, and each transition's jump."""
+  head = ['top-k', 'K/E (target)', 'seeds', 'Fixed-E', 'Fixed-2E', 'Ours (MoE->MoE)',
+          'Sparse (dense->MoE)', 'Eff. ours %', 'Sparse - Ours', 'jump ours', 'jump sparse',
+          'seed (nearest K/E): Fixed-E', 'Fixed-mE', 'Ours', 'Sparse']
+  groups = {}
+  for k, _, e, names in table5.rows(arg):
+    groups.setdefault((k, e), []).append(names)
   rows, points = [], []
-  top_k = 2
-  for e, names in table5.rows(arg):
-    ratio = top_k / (2 * e)
-    losses = {c: _loss(runs, n) for c, n in names.items()}
-    ref = reference.TABLE5.get(min(reference.TABLE5, key=lambda k: abs(k - ratio)))
-    rows.append([f'{100 * ratio:.2f}% ({2 * e})'] +
-                [_fmt(losses[c]) for c in ('fixed', 'fixed2x', 'upcycled', 'sparse')] +
-                [_eff(losses['fixed'], losses['upcycled'], losses['fixed2x'])] +
-                [_fmt(v, 3) for v in ref])
-    points.append((ratio, losses))
-  return ('### Table 5: activation ratio; expert vs sparse upcycling\n\n' + _md(head, rows),
-          points)
+  cols = ('fixed', 'fixed2x', 'upcycled', 'sparse')
+  for (k, e), seeds in groups.items():
+    ratio = k / (2 * e)
+    per_seed = [{c: _loss(runs, n[c]) for c in cols} for n in seeds]
+    done = [p for p in per_seed if None not in p.values()]
+    means = {c: analysis.mean_sd([p[c] for p in per_seed if p[c] is not None]) for c in cols}
+    cell = lambda c: '-' if means[c][0] is None else (
+        f'{means[c][0]:.4f}' + (f' +- {means[c][1]:.4f}' if means[c][1] else ''))
+    eta = (analysis.eta(*(sum(p[c] for p in done) / len(done) for c in ('fixed', 'upcycled',
+                                                                         'fixed2x')))
+           if done else None)
+    diff = stats.paired([p['sparse'] - p['upcycled'] for p in done])
+    jumps = {c: analysis.mean_sd([j for j in (_jump(runs.get(n[c])) for n in seeds)
+                                  if j is not None])[0] for c in ('upcycled', 'sparse')}
+    ref = reference.TABLE5.get(min(reference.TABLE5, key=lambda r: abs(r - ratio)))
+    rows.append([k, f'{100 * ratio:.2f}% ({2 * e})', f'{len(done)}/{len(seeds)}'] +
+                [cell(c) for c in cols] +
+                ['-' if eta is None else f'{100 * eta:.1f}',
+                 '-' if not done else (stats.interval_text(diff) if diff['n'] > 1 else
+                                       f'{diff["mean"]:+.4f}'),
+                 _fmt(jumps['upcycled']), _fmt(jumps['sparse'])] + [_fmt(v, 3) for v in ref])
+    points.append((k, ratio, {c: means[c][0] for c in cols}))
+  return ('### Table 5: activation ratio; expert vs sparse upcycling, top-1 and top-2\n\n' +
+          _md(head, rows), points)
 
 
 def _initial(run):
@@ -203,6 +230,42 @@ def report_regime(runs, arg):
   return f'### Regime study: {a.setting}\n\n' + _md(head, rows), points
 
 
+def report_cpt(runs, arg):
+  """eta against CPT length (ratio of the mean gaps over seeds, bootstrap
+  interval), and the procedure arms against the plain upcycled run."""
+  head = ['CPT / tau', 'T', 'arm', 'seeds', 'Fixed-E', 'Fixed-2E', 'arm loss',
+          'Fixed-E - Fixed-2E', 'eta (ratio of means)', 'arm - Upcycled']
+  by_c = {}
+  for _, c, names in cpt_length.rows(arg):
+    by_c.setdefault(c, []).append(names)
+  rows, points = [], []
+  for c, seeds in sorted(by_c.items()):
+    t = cpt_length.budgets(arg)[c]
+    for arm in ('up', 'annealed', 'disjoint'):
+      if arm not in seeds[0]:
+        continue
+      cols = ('fixed', 'fixed2x', arm, 'up')
+      done = [[_loss(runs, n[col]) for col in cols] for n in seeds]
+      done = [d for d in done if None not in d]
+      f, f2, x, up = (list(v) for v in zip(*done)) if done else ([], [], [], [])
+      gap = stats.paired([a - b for a, b in zip(f, f2)])
+      eta = (stats.ratio_of_means([a - b for a, b in zip(f, x)], [a - b for a, b in zip(f, f2)])
+             if done else None)
+      vs_up = stats.paired([a - b for a, b in zip(x, up)])
+      interval = lambda d: ('-' if not d['n'] else stats.interval_text(d) if d['n'] > 1 else
+                            f'{d["mean"]:+.4f}')
+      rows.append([c, t, {'up': 'Upcycled'}.get(arm, arm), f'{len(done)}/{len(seeds)}',
+                   _pm(f), _pm(f2), _pm(x), interval(gap),
+                   '-' if eta is None else (
+                       f'{eta["estimate"]:.2f}' + (f' [{eta["lo"]:.2f}, {eta["hi"]:.2f}]'
+                                                   if len(done) > 1 else '')),
+                   '' if arm == 'up' else interval(vs_up)])
+      if arm == 'up' and eta is not None:
+        points.append((c, eta['estimate']))
+  return ('### CPT length: eta as CPT grows (tau fixed), and two procedure arms\n\n' +
+          _md(head, rows), points)
+
+
 def _pm(values):
   mean, sd = analysis.mean_sd(values)
   return '-' if mean is None else f'{mean:.4f} +- {sd:.4f}'
@@ -223,10 +286,16 @@ def _plot(number, data, path):
     ax.set(xlabel='CPT / tau', ylabel='validation loss (seed 0)')
   elif number == '5':
     for i, col in enumerate(('fixed', 'fixed2x', 'upcycled', 'sparse')):
-      pts = [(r, l[col]) for r, l in data if l[col] is not None]
-      if pts:
-        ax.plot(*zip(*pts), 'o-', color=f'C{i}', label=col)
-    ax.set(xscale='log', xlabel='target K/E', ylabel='validation loss')
+      for k, style in ((1, 'o-'), (2, 's--')):
+        pts = [(r, l[col]) for kk, r, l in data if kk == k and l[col] is not None]
+        if pts:
+          ax.plot(*zip(*pts), style, color=f'C{i}', label=f'{col}, top-{k}')
+    ax.set(xscale='log', xlabel='target K/E', ylabel='validation loss (mean over seeds)')
+  elif number == 'cpt':
+    if data:
+      ax.plot(*zip(*data), 'o-', color='C2', label='Upcycled (ratio of mean gaps)')
+    ax.axhline(1, color='k', lw=0.8, ls=':')
+    ax.set(xlabel='CPT / tau', ylabel='eta (eq. 4)')
   elif number == 'regime':
     for t, gaps in data:
       ax.plot([t] * len(gaps), gaps, 'o', color='C0')
@@ -237,7 +306,8 @@ def _plot(number, data, path):
     if pts:
       ax.plot(*zip(*pts), 'o')
     ax.set(xlabel='validation loss right after upcycling', ylabel='terminal validation loss')
-  ax.set_title(f'seed 000 at CPU scale: {number if number == "regime" else "Table " + number}')
+  label = number if number in ('regime', 'cpt') else f'Table {number}'
+  ax.set_title(f'seed 000 at CPU scale: {label}')
   if ax.get_legend_handles_labels()[0]:
     ax.legend(fontsize=7)
   fig.tight_layout()
@@ -273,7 +343,8 @@ def _plot3(plt, data, path):
   return path
 
 
-STUDIES = {'3': report3, '4': report4, '5': report5, '8': report8, 'regime': report_regime}
+STUDIES = {'3': report3, '4': report4, '5': report5, '8': report8, 'regime': report_regime,
+           'cpt': report_cpt}
 
 
 def _render(number, runs, arg, plot_dir=None):

@@ -8,21 +8,48 @@ CPT, CPT = 25 ... 100% of tau (experiments/seed000/base.py), by each strategy:
   random       the new experts Kaiming-initialised (expert_heuristic=random)
   uniform      every expert copied once (seed 000 §4.1)
   weight_norm, saliency, grad_norm, curvature
-               utility-based, greedy with replacement (§4.2, utility.py):
+               utility-based (§4.2), copies by `allocation` (below):
                ||w||^2, ||g||.||w||, ||g||^2, ||g||^2/H
-beside Fixed-E and Fixed-2E decayed at T. The 25% row is repeated for seeds
-1 .. seeds-1 (`s{seed}_*`; their Fixed runs are their own, T steps).
+beside Fixed-E and Fixed-2E decayed at T. Every seed has its own long Fixed-E
+and Fixed-2E runs (T = tau + the seed's largest CPT; seed 0's are `fixed` and
+`fixed2x`, seed s's `s{s}_fixed`, ...) whose WSD decay branches are the Fixed
+runs at smaller T; the upcycled runs grow the long Fixed-E run at tau.
+
+Arguments: `allocation` (dhondt | proportional | sampled: how utility scores
+become replica counts, upcycle.args.utility_allocation, moe_jax/upcycle/
+utility.py), `cpt` (seed 0's budgets, % of tau, '+'-separated) and
+`seed_cpt` (the budgets of seeds 1 .. seeds-1). Issue 35's rerun with the
+proportional rule at 25 % and 100 % CPT, 3 seeds:
+
+  python -m experiments.launch \
+      --config=experiments/seed000/table4.py:allocation=proportional,cpt=25+100,seed_cpt=25+100 \
+      --workdir=DIR --parallel=2
+  python -m experiments.seed000.report --table=4 --workdir=DIR \
+      --arg=allocation=proportional,cpt=25+100,seed_cpt=25+100
+
 `:small`: the 100% row (no decay branches), two strategies, one seed, a tiny
-model (CI).
+model (CI); `small,allocation=proportional` the same with that rule.
 """
 from experiments.seed000 import base
+from moe_jax.upcycle import utility
 
 STRATEGIES = ('random', 'uniform', 'weight_norm', 'saliency', 'grad_norm', 'curvature')
 CPT_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 
 
 def _arg(arg):
-  return base.parse(arg)
+  a = base.parse(arg, allocation='dhondt', cpt='25+50+75+100', seed_cpt='25')
+  utility.check_allocation(a.allocation)
+  if a.small:
+    a.update(cpt='100', seeds=1)
+  return a
+
+
+def _fractions(text):
+  out = sorted({int(c) / 100 for c in str(text).split('+') if c})
+  if any(not 0 < f <= 1 for f in out):
+    raise ValueError(f'CPT budgets {text!r} must be in (0, 100] % of tau')
+  return tuple(out)
 
 
 def strategy(name):
@@ -34,49 +61,59 @@ def strategy(name):
   return {'upcycle.args.allocation': 'utility', 'upcycle.utility_metric': name}
 
 
-def rows(arg=None):
-  """[(seed, CPT fraction, {column: run name})], column in fixed, fixed2x and STRATEGIES."""
+def _prefix(seed):
+  return f's{seed}_' if seed else ''
+
+
+def plan(arg=None):
+  """{seed: its CPT fractions}: seed 0 runs `cpt`, the others `seed_cpt`."""
   a = _arg(arg)
-  strategies = ('random', 'curvature') if a.small else STRATEGIES
-  seeds = 1 if a.small else a.seeds
+  return {seed: _fractions(a.cpt if not seed else a.seed_cpt) for seed in range(a.seeds)
+          if seed == 0 or _fractions(a.seed_cpt)}
+
+
+def rows(arg=None):
+  """[(seed, CPT fraction, {column: run name})], column in fixed, fixed2x and STRATEGIES.
+  A seed's longest budget's Fixed runs are its long runs, the others their branches."""
+  strategies = ('random', 'curvature') if _arg(arg).small else STRATEGIES
   out = []
-  for f in ((1.0,) if a.small else CPT_FRACTIONS):   # small: the long runs are the bounds
-    cpt = round(100 * f)
-    out.append((0, f, dict({'fixed': 'fixed' if f == 1 else f'cpt={cpt}_fixed',
-                            'fixed2x': 'fixed2x' if f == 1 else f'cpt={cpt}_fixed2x'},
-                           **{s: f'cpt={cpt}_{s}' for s in strategies})))
-  for seed in range(1, seeds):
-    out.append((seed, 0.25, dict({'fixed': f's{seed}_fixed', 'fixed2x': f's{seed}_fixed2x'},
-                                 **{s: f's{seed}_cpt=25_{s}' for s in strategies})))
+  for seed, fractions in plan(arg).items():
+    p = _prefix(seed)
+    for f in fractions:
+      cpt = round(100 * f)
+      fixed = {arm: p + arm if f == fractions[-1] else f'{p}cpt={cpt}_{arm}'
+               for arm in ('fixed', 'fixed2x')}
+      out.append((seed, f, dict(fixed, **{s: f'{p}cpt={cpt}_{s}' for s in strategies})))
   return out
 
 
 def get_config(arg=None):
-  return base.config(_arg(arg))
+  a = _arg(arg)
+  config = base.config(a)
+  config.upcycle.args.utility_allocation = a.allocation
+  return config
 
 
 def get_hyper(h, arg=None):
   a = _arg(arg)
   u = base.unit(a)
   tau, e = 20 * u, get_config(arg).moe.num_experts
-  points = [{'name': 'fixed'}, {'name': 'fixed2x', 'config.moe.num_experts': 2 * e}]
+  points = []
+  for seed, fractions in plan(arg).items():
+    p, longest = _prefix(seed), tau + round(fractions[-1] * tau)
+    d = base.decay_steps(longest, tau)
+    for arm, experts in (('fixed', e), ('fixed2x', 2 * e)):   # the seed's long runs
+      points.append({'name': p + arm, 'config.seed': seed, 'config.total_steps': longest,
+                     'config.opt.decay_fraction': d / longest,
+                     'config.moe.num_experts': experts})
   for seed, f, names in rows(arg):
-    total = tau + round(f * tau)
-    if seed:   # own Fixed runs of T steps; stable through tau (D = T - tau)
-      d = base.decay_steps(total, tau)
+    total, p = tau + round(f * tau), _prefix(seed)
+    if names['fixed'] != p + 'fixed':   # a shorter budget: decay branches of the long runs
       for arm, experts in (('fixed', e), ('fixed2x', 2 * e)):
-        points.append({'name': names[arm], 'config.seed': seed, 'config.total_steps': total,
-                       'config.opt.decay_fraction': d / total,
-                       'config.moe.num_experts': experts})
-      source = names['fixed']
-    else:
-      source = 'fixed'
-      if f != 1:
-        points += [base.fixed(h, 'fixed', total, tau, names['fixed']),
-                   dict(base.fixed(h, 'fixed2x', total, tau, names['fixed2x']),
-                        **{'config.moe.num_experts': 2 * e})]
+        points.append(dict(base.fixed(h, p + arm, total, tau, names[arm]), **{
+            'config.seed': seed, 'config.moe.num_experts': experts}))
     for s, name in names.items():
       if s not in ('fixed', 'fixed2x'):
-        point = base.upcycled(h, source, tau, total, name, strategy(s))
-        points.append(dict(point, **{'config.seed': seed}) if seed else point)
+        points.append(dict(base.upcycled(h, p + 'fixed', tau, total, name, strategy(s)),
+                           **{'config.seed': seed}))
   return points

@@ -1,17 +1,32 @@
-r"""Seed 000 Table 5 at CPU scale: activation ratio, expert vs sparse upcycling.
+r"""Seed 000 Table 5 at CPU scale: activation ratio, expert vs sparse upcycling,
+at top-1 (the seed's setting) beside top-2.
 
   python -m experiments.launch --config=experiments/seed000/table5.py --workdir=DIR --parallel=2
   python -m experiments.seed000.report --table=5 --workdir=DIR
 
-Top-2 (the seed's Table 5 is top-1) and uniform duplication; for each target
-of 2E = 8, 16, 32, 64 experts (K/E = 25% ... 3.1%, the seed's four rows):
-  moe_E            Fixed-E and Fixed-2E: `moe_{n}` trained T_max = 40 u steps
-  up_E             expert upcycling: moe_E's state at tau = 20 u grown to 2E
-                   (expand_experts in the run) and trained to T_max
-  sparse_2E        sparse upcycling: the dense run's state at tau (MLP width
-                   of one expert) grown to 2E exact copies (dense_to_moe in
-                   the run) and trained to T_max
-The dense run is shared by every row. `:small`: the row 2 -> 4, a tiny model (CI).
+The quickstart's model and schedule (configs/quickstart.py: T = `steps` =
+2250, tau = T/2, WSD) with uniform duplication, for each top-k in `top_k`
+('+'-separated; default 1+2), each seed and each target 2E of `experts`
+E = 4, 8, 16, 32 (the seed's four rows, K/E = 25% ... 3.1% at top-2):
+  k{k}_s{s}_moe_E      Fixed-E and Fixed-2E: `moe_{n}` trained T steps from scratch
+  k{k}_s{s}_up_E       expert upcycling: moe_E's state at tau grown to 2E
+                       (expand_experts in the run) and trained to T
+  k{k}_s{s}_sparse_2E  sparse upcycling: the dense run's state at tau (MLP width
+                       of one expert) grown to 2E exact copies (dense_to_moe in
+                       the run) and trained to T
+The dense run `s{s}_dense` is shared by every row and top-k of a seed. At
+top-1 with renormalised gates the E -> 2E copies are function-preserving if
+the router's selection biases (loss-free balancing) are halved with the
+softmax scores the copies split, so top-1 rows set upcycle.split_bias (exact
+up to the replicas' U(-delta, delta) bias noise, which can flip near-ties:
+tests/upcycle/test_preservation.py); at top-2 copies are not preserving
+(they tie and push out the next-best expert), and top-2 rows keep the
+recipe's defaults, so the quickstart's sparse-upcycled and upcycled arms are
+this sweep's top-2, E = 8 row (the same configs and seeds).
+
+The issue-22 run of 2026-11-23 (top-2, one seed, T = 1600, tau = 800) is
+`:top_k=2,seeds=1,steps=1600`. `:small` is two top-ks, one seed, E = 2, 20
+steps of a tiny model (CI).
 """
 from configs import quickstart
 from experiments.seed000 import base
@@ -20,44 +35,61 @@ EXPERTS = (4, 8, 16, 32)   # E; targets 2E
 
 
 def _arg(arg):
-  return base.parse(arg)
+  a = base.parse(arg, top_k='1+2', steps=2250, experts='+'.join(map(str, EXPERTS)))
+  if a.small:
+    a.update(steps=20, seeds=1, experts='2')
+  return a
+
+
+def _ints(text):
+  return tuple(int(x) for x in str(text).split('+') if x)
+
+
+def top_ks(arg=None):
+  return _ints(_arg(arg).top_k)
 
 
 def rows(arg=None):
-  """[(E, {column: run name})], columns fixed, fixed2x, upcycled, sparse."""
-  experts = (2,) if _arg(arg).small else EXPERTS
-  return [(e, dict(fixed=f'moe_{e}', fixed2x=f'moe_{2 * e}', upcycled=f'up_{e}',
-                   sparse=f'sparse_{2 * e}')) for e in experts]
+  """[(top_k, seed, E, {column: run name})], columns fixed, fixed2x, upcycled, sparse."""
+  a = _arg(arg)
+  return [(k, s, e, dict(fixed=f'k{k}_s{s}_moe_{e}', fixed2x=f'k{k}_s{s}_moe_{2 * e}',
+                         upcycled=f'k{k}_s{s}_up_{e}', sparse=f'k{k}_s{s}_sparse_{2 * e}'))
+          for k in _ints(a.top_k) for s in range(a.seeds) for e in _ints(a.experts)]
 
 
 def get_config(arg=None):
-  """The regime's model, T_max steps, checkpoints every u kept; upcycle.args
-  empty: expand_experts duplicates uniformly and dense_to_moe copies, their
-  recipes' defaults (one config holds both transitions)."""
+  """The quickstart's run of `steps` steps, checkpoints at tau kept;
+  upcycle.args empty: expand_experts duplicates uniformly and dense_to_moe
+  copies, their recipes' defaults (one config holds both transitions)."""
   a = _arg(arg)
-  u = base.unit(a)
-  config = quickstart.get_config('small' if a.small else '')
-  every = 5 if a.small else u
-  config.update(total_steps=40 * u, checkpoint_every_steps=every, log_every_steps=min(every, 25),
-                eval_every_steps=8 * every)
-  config.ckpt.keep_every = every
+  config = quickstart.get_config('small' if a.small else f'steps={a.steps}')
+  tau = a.steps // 2
+  config.update(total_steps=a.steps, checkpoint_every_steps=tau)
+  config.ckpt.keep_every = tau
   return config
 
 
 def get_hyper(h, arg=None):
-  u = base.unit(_arg(arg))
-  tau = 20 * u
-  table = rows(arg)
-  counts = sorted({e for e, _ in table} | {2 * e for e, _ in table})
-  points = [{'name': f'moe_{n}', 'config.moe.num_experts': n} for n in counts]
-  points.append({'name': 'dense', 'config.moe.num_experts': 0})
+  a = _arg(arg)
+  tau = a.steps // 2
+  points, trained = [], set()
   branch = {'config.upcycle.step': tau, 'config.ckpt.keep_every': 0}
-  for e, names in table:
-    target = {'config.upcycle.target.moe.num_experts': 2 * e}
-    points.append(dict(branch, **target, name=names['upcycled'], resume_from=h.run(
+  for k, s, e, names in rows(arg):
+    for n, name in ((e, names['fixed']), (2 * e, names['fixed2x'])):
+      if name not in trained:
+        trained.add(name)
+        points.append({'name': name, 'config.seed': s, 'config.moe.top_k': k,
+                       'config.moe.num_experts': n})
+    if f's{s}_dense' not in trained:
+      trained.add(f's{s}_dense')
+      points.append({'name': f's{s}_dense', 'config.seed': s, 'config.moe.num_experts': 0})
+    common = dict(branch, **{'config.seed': s, 'config.moe.top_k': k,
+                             'config.upcycle.target.moe.num_experts': 2 * e})
+    points.append(dict(common, name=names['upcycled'], resume_from=h.run(
         names['fixed'], step=tau), **{'config.moe.num_experts': e,
-                                      'config.upcycle.recipe': 'expand_experts'}))
-    points.append(dict(branch, **target, name=names['sparse'], resume_from=h.run(
-        'dense', step=tau), **{'config.moe.num_experts': 0,
-                               'config.upcycle.recipe': 'dense_to_moe'}))
+                                      'config.upcycle.recipe': 'expand_experts',
+                                      'config.upcycle.split_bias': k == 1}))
+    points.append(dict(common, name=names['sparse'], resume_from=h.run(
+        f's{s}_dense', step=tau), **{'config.moe.num_experts': 0,
+                                     'config.upcycle.recipe': 'dense_to_moe'}))
   return points

@@ -26,6 +26,14 @@ Two sources (`data.source`):
   file, whose bad bytes read as U+FFFD. Both guesses warn, naming files.
   Other legacy encodings (cp1251, Shift-JIS, ...) need `data.encoding`.
 
+`data.part` splits the training documents once more, by whole document:
+`pretrain` reads the training documents that `cpt` does not, and `cpt` holds
+`max(1, round(n * data.cpt_fraction))` of them, ranked on a hash of
+('part', data.split_seed, name): a run that pre-trains on one part and is
+upcycled and trained on the other never sees a CPT document before the
+transition (seed 000 §5.1). '' (the default) reads every training document.
+Validation is the same split for both parts.
+
 The validation split holds `max(1, round(n * data.val_fraction))` whole
 documents, chosen by ranking documents on a hash of (data.split_seed, name).
 The split does not depend on the training `seed`, so runs with different seeds
@@ -188,3 +196,24 @@ def split(docs, val_fraction, split_seed=0):
                       'split by document needs at least 2')
   val = set(names[:min(len(names) - 1, max(1, round(len(names) * val_fraction)))])
   return [d for d in docs if d.name not in val], [d for d in docs if d.name in val]
+
+
+PARTS = ('', 'pretrain', 'cpt')
+
+
+def part(train, which, cpt_fraction, split_seed=0):
+  """The `which` part ('' all, 'pretrain' or 'cpt') of the training documents
+  `train`, in corpus order; the two parts share no document name."""
+  if which not in PARTS:
+    raise ConfigError(f'data.part={which!r} is not one of {PARTS}')
+  if not which:
+    return train
+  if not 0 < cpt_fraction < 1:
+    raise ConfigError(f'data.cpt_fraction={cpt_fraction} must be in (0, 1)')
+  names = sorted({d.name for d in train},
+                 key=lambda n: hashlib.sha256(f'part:{split_seed}:{n}'.encode()).digest())
+  if len(names) < 2:
+    raise ConfigError(f'data.part={which!r}: the training split has {len(names)} distinct '
+                      'document(s); two parts by document need at least 2')
+  cpt = set(names[:min(len(names) - 1, max(1, round(len(names) * cpt_fraction)))])
+  return [d for d in train if (d.name in cpt) == (which == 'cpt')]

@@ -182,6 +182,9 @@ class Prepared(sources.Source):
     return _opened(os.path.abspath(data.path))[1]
 
   def rows(self, config, tok, split):
+    if config.data.get('part'):
+      raise ConfigError(f'data.part={config.data.part!r} splits documents of an in-memory '
+                        'source; data.source=prepared streams its shards whole')
     path = os.path.abspath(config.data.path)
     manifest, _ = _opened(path)
     rows = Rows(path, manifest, split, config.seq_len, tok.pad_id)

@@ -28,7 +28,8 @@ from moe_jax.errors import ConfigError
 
 # Keys that fix every source's stream: the batch a step reads, and the tokens.
 COMMON_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.tokenizer',
-               'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed')
+               'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed', 'data.part',
+               'data.cpt_fraction')
 # Modules whose sources register themselves on import.
 _BUILTIN = ('moe_jax.data.corpus', 'moe_jax.data.sft', 'moe_jax.data.prepared')
 _REGISTRY = {}
@@ -61,9 +62,14 @@ class Source:
     return _packed(self, _frozen(config.data), split, tok, config.seq_len)
 
   def split(self, data, split):
-    """The `split` ('train' | 'validation') documents."""
+    """The `split` ('train' | 'validation') documents; 'train' is data.part's
+    part of the training documents (corpus.part)."""
+    from moe_jax.data import corpus  # pylint: disable=g-import-not-at-top
     train, val = _split(self, _frozen(data))
-    return train if split == 'train' else val
+    if split != 'train':
+      return val
+    return corpus.part(train, data.get('part', ''), data.get('cpt_fraction', 0.5),
+                       data.split_seed)
 
   def validation_entropy(self, config, tok):
     """Unigram entropy of the validation targets: every token of each document

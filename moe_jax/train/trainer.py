@@ -289,7 +289,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
         parent=dict(workdir=os.path.abspath(workdir), step=tau),
         tokens_per_step=run_info['tokens_per_step'], model=run_info['grown'])
     _write_json(workdir, lineage.FILE, grown)
-    _write_json(workdir, 'upcycle_report.json', dict(report, step=tau, recipe=up.recipe))
+    counts = {'counts': recipe.args['counts']} if 'counts' in recipe.args else {}
+    _write_json(workdir, 'upcycle_report.json', dict(report, step=tau, recipe=up.recipe, **counts))
     if record:
       _write_json(workdir, 'upcycle_scores.json', record)
     return program, state, grown, {f'upcycle/{k}': v for k, v in report.items()}

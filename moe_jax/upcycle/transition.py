@@ -28,11 +28,16 @@ def abstract_params(config):
 
 
 def _args(up):
-  """upcycle.args as a dict; a recipe with a `factor` arg takes upcycle.factor
-  unless the args set it."""
+  """upcycle.args as a dict; a recipe with a `factor` (`split_bias`) arg takes
+  upcycle.factor (upcycle.split_bias when set) unless the args set it. The
+  group's key lets one config hold two recipes' transitions (a sweep's points
+  pick the recipe; args of one would be unknown to the other)."""
   args = up.args.to_dict() if hasattr(up.args, 'to_dict') else dict(up.args)
-  if 'factor' in recipes.get(up.recipe).defaults:
+  defaults = recipes.get(up.recipe).defaults
+  if 'factor' in defaults:
     args.setdefault('factor', up.factor)
+  if 'split_bias' in defaults and up.get('split_bias'):
+    args.setdefault('split_bias', True)
   return args
 
 
@@ -105,7 +110,8 @@ def apply(config, dst_config, params, batches=None, out_shardings=None):
     args['scores'] = {layer: [float(x) for x in s] for layer, s in scores.items()}
   recipe = recipes.build(up.recipe, config, dst_config, args)
   if 'scores' in args:
-    record = utility.dump(scores, recipe.args['counts'], up.utility_metric, acc)
+    record = utility.dump(scores, recipe.args['counts'], up.utility_metric, acc,
+                          recipe.args['utility_allocation'])
   dst = mapping.transform(recipe, params, abstract_params(dst_config),
                           jax.random.key(up.seed), out_shardings)
   return dst, recipe, record

@@ -2,8 +2,8 @@
 
   acc = accumulate_sq_grads(loss_fn, params, batches)   # mean g and mean g^2
   scores = expert_scores(params, acc, 'grad_norm')      # {layer: [E]}
-  counts = replica_counts(scores, m)                    # {layer: [E]}, sum m*E
-  json.dump(dump(scores, counts, 'grad_norm', acc), f)
+  counts = replica_counts(scores, m, 'proportional')    # {layer: [E]}, sum m*E
+  json.dump(dump(scores, counts, 'grad_norm', acc, 'proportional'), f)
 
 Metrics, per expert e of one MoE layer, over its wi_0, wi_1 and wo blocks,
 with g the gradient averaged over the batches (seed 000 eqs. 19-20, Table 4):
@@ -22,15 +22,28 @@ with g the gradient averaged over the batches (seed 000 eqs. 19-20, Table 4):
                uniformly and 64 did not (tests/upcycle/test_utility.py),
                hence the default upcycle.utility_batches=64.
 
-Allocation is greedy with replacement (seed 000 §5.3.2): starting from one
-copy each, every further copy goes to the expert with the largest utility per
-copy u_e / r_e (ties: fewer copies, then lower index). Equal scores give the
-uniform r_e = m; an expert whose score is r times another's gets about r times
-its copies. The greedy step is the highest-averages (D'Hondt) rule; seed 000
-says "greedy selection with replacement" without the per-copy split, and
-without it one expert would take every copy. The price: at m = 2, scores
-within a factor of two of each other give every expert its second copy, i.e.
-uniform duplication (what ‖w‖² did in every Table 4 run, docs/experiments.md).
+Allocation (`upcycle.args.utility_allocation`) turns scores into replica
+counts r_e >= 1 summing to m * E; dhondt and proportional give equal scores
+r_e = m:
+  dhondt        greedy with replacement (seed 000 §5.3.2): starting from one
+                copy each, every further copy goes to the expert with the
+                largest utility per copy u_e / r_e (ties: fewer copies, then
+                lower index), the highest-averages (D'Hondt) rule. Seed 000
+                says "greedy selection with replacement" without the per-copy
+                split, and without it one expert would take every copy. Its
+                price: at m = 2, scores within a factor of two of each other
+                give every expert its second copy, i.e. uniform duplication
+                (what ||w||^2 did in every Table 4 run, docs/experiments.md).
+  proportional  the (m - 1) * E extra copies in proportion to u_e, by largest
+                remainder (ties: lower index): r_e - 1 ~ (m - 1) u_e / mean(u)
+                where D'Hondt gives r_e ~ m u_e / mean(u). Not less uniform:
+                at m = 2 it stays uniform while max(u) - min(u) is below about
+                mean(u) (D'Hondt: while max(u) / min(u) <= 2), so scores
+                [1.45, 1.45, 0.55, 0.55] give D'Hondt 3, 3, 1, 1 and it 2, 2, 2, 2
+                (tests/upcycle/test_utility.py). All-zero scores count as equal.
+  sampled       the extra copies drawn with replacement with probability
+                u_e / sum(u) from a generator seeded by `seed` (upcycle.seed):
+                proportional in expectation, random in each draw.
 """
 import jax
 import jax.numpy as jnp
@@ -104,29 +117,51 @@ def expert_scores(params, acc, metric):
   return out
 
 
-def allocate(scores_E, multiplier):
-  """Replica counts [E] (each >= 1, sum multiplier * E), greedy with replacement."""
+ALLOCATIONS = ('dhondt', 'proportional', 'sampled')
+
+
+def check_allocation(rule):
+  if rule not in ALLOCATIONS:
+    raise ConfigError(f'upcycle.args.utility_allocation={rule!r} is not one of {ALLOCATIONS}')
+
+
+def allocate(scores_E, multiplier, rule='dhondt', seed=0):
+  """Replica counts [E] (each >= 1, sum multiplier * E) by allocation `rule`."""
+  check_allocation(rule)
   u = np.asarray(scores_E, np.float64)
   if u.ndim != 1 or not len(u) or not np.all(np.isfinite(u)) or np.any(u < 0):
     raise ConfigError(f'utility scores must be finite, non-negative and one per expert; got {u}')
   if int(multiplier) != multiplier or multiplier < 2:
     raise ConfigError(f'expansion factor {multiplier} must be an integer >= 2')
+  extra = (int(multiplier) - 1) * len(u)
+  share = u / u.sum() if u.sum() > 0 else np.full(len(u), 1.0 / len(u))
   r = np.ones(len(u), np.int64)
-  for _ in range((int(multiplier) - 1) * len(u)):
-    # lexsort: last key is primary. Largest u/r, then fewest copies, then lowest index.
-    best = np.lexsort((np.arange(len(u)), r, -(u / r)))[0]
-    r[best] += 1
+  if rule == 'proportional':
+    quota = extra * share
+    r += np.floor(quota).astype(np.int64)
+    rest = extra - int(r.sum() - len(u))
+    # Largest remainder first; a stable sort keeps the lower index first on ties.
+    r[np.argsort(-(quota - np.floor(quota)), kind='stable')[:rest]] += 1
+  elif rule == 'sampled':
+    draws = np.random.default_rng(seed).choice(len(u), size=extra, replace=True, p=share)
+    r += np.bincount(draws, minlength=len(u))
+  else:
+    for _ in range(extra):
+      # lexsort: last key is primary. Largest u/r, then fewest copies, then lowest index.
+      best = np.lexsort((np.arange(len(u)), r, -(u / r)))[0]
+      r[best] += 1
   return r
 
 
-def replica_counts(scores, multiplier):
-  return {layer: allocate(s, multiplier) for layer, s in scores.items()}
+def replica_counts(scores, multiplier, rule='dhondt', seed=0):
+  return {layer: allocate(s, multiplier, rule, seed) for layer, s in scores.items()}
 
 
-def dump(scores, counts, metric, acc=None):
+def dump(scores, counts, metric, acc=None, rule='dhondt'):
   """JSON-serialisable record of the scores and the allocation they gave."""
   return {
       'metric': metric,
+      'allocation': rule,
       'num_batches': int(acc['num_batches']) if acc else 0,
       'layers': {layer: {'scores': [float(x) for x in scores[layer]],
                          'counts': [int(c) for c in counts[layer]] if counts else None}

@@ -97,7 +97,7 @@ SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.nu
               'moe.use_bias', 'upcycle.step', 'upcycle.recipe', 'upcycle.factor')
 _MODEL_DEFAULTS = model_config.defaults(model_config.ModelConfig)
 # Keys added after runs were written, and the value those runs had.
-_ADDED = {'data.encoding': ''}
+_ADDED = {'data.encoding': '', 'data.part': '', 'data.cpt_fraction': 0.5}
 
 
 def get(config, dotted):

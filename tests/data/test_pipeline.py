@@ -171,3 +171,52 @@ def test_worker_processes_give_the_same_batches_and_resume(config):
   resumed = pipeline.train_iterator(config, TOK)
   resumed.set_state(state)
   assert _equal(_take(resumed, 3), in_process[5:])
+
+
+def _with(config, **data):
+  c = config.copy_and_resolve_references()
+  c.data.update(data)
+  return c
+
+
+def test_pretrain_and_cpt_parts_share_no_document_and_cover_the_training_split(config):
+  every = {d.name for d in pipeline.documents(config, 'train')}
+  pre, cpt = ({d.name for d in pipeline.documents(_with(config, part=p), 'train')}
+              for p in ('pretrain', 'cpt'))
+  assert pre and cpt and not pre & cpt and pre | cpt == every
+  assert len(cpt) == round(0.5 * len(every))
+  assert len({d.name for d in pipeline.documents(_with(config, part='cpt', cpt_fraction=0.25),
+                                                 'train')}) == round(0.25 * len(every))
+  # Validation is the same for both parts.
+  for p in ('pretrain', 'cpt'):
+    assert ([d.name for d in pipeline.documents(_with(config, part=p), 'validation')] ==
+            [d.name for d in pipeline.documents(config, 'validation')])
+  # Down to the packed rows: each document's opening mark is on its part's side only.
+  text = {p: ''.join(TOK.decode(r) for r in pipeline.packed(_with(config, part=p), TOK,
+                                                            'train').tokens)
+          for p in ('pretrain', 'cpt')}
+  for i in range(12):
+    name = next((n for n in every if n.endswith(f'doc{i:02d}.txt')), None)
+    mark = f'Document {i}.'
+    assert (mark in text['pretrain'], mark in text['cpt']) == (name in pre, name in cpt)
+
+
+def test_default_part_reads_every_training_document_as_before(config):
+  from moe_jax.data import corpus, sources   # pylint: disable=g-import-not-at-top
+  from moe_jax.workdir import files   # pylint: disable=g-import-not-at-top
+  assert config.data.part == ''
+  docs = sources.get('text_files').documents(config.data)
+  want, _ = corpus.split(docs, config.data.val_fraction, config.data.split_seed)
+  assert pipeline.documents(config, 'train') == want
+  # A run saved before data.part existed resumes on the same stream.
+  old = json.loads(config.to_json())
+  del old['data']['part'], old['data']['cpt_fraction']
+  assert files.diffs(old, config) == []
+  assert files.diffs(old, _with(config, part='cpt'))   # another part is another stream
+
+
+def test_bad_part_is_a_one_line_error(config):
+  with pytest.raises(ConfigError, match=r"data.part='finetune' is not one of"):
+    pipeline.documents(_with(config, part='finetune'), 'train')
+  with pytest.raises(ConfigError, match=r'data.cpt_fraction=1.0 must be in \(0, 1\)'):
+    pipeline.documents(_with(config, part='cpt', cpt_fraction=1.0), 'train')

@@ -207,3 +207,11 @@ def test_a_bpe_corpus_brings_its_tokenizer_into_the_workdir(tmp_path):
   assert pipeline.tokenizer_for(config, str(tmp_path / 'run')) == tok
   rows = pipeline.packed(config, tok, 'train')
   assert int(rows.batch(np.arange(len(rows)))['inputs'].max()) >= 259   # merged ids
+
+
+def test_a_document_part_is_refused_for_prepared_shards(corpus):
+  config = _config(corpus)
+  config.data.part = 'cpt'
+  tok = pipeline.tokenizer_for(config, None)
+  with pytest.raises(ConfigError, match=r"data.part='cpt' splits documents of an in-memory"):
+    pipeline.packed(config, tok, 'train')

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from experiments.seed000 import report as seed000_report, table3, table4, table5, table8
+from experiments.seed000 import (cpt_length, report as seed000_report, table3, table4, table5,
+                                 table8)
 from tests.experiments import runs
 
 
@@ -40,11 +41,18 @@ def _numbers(cells):
   return [float(c.split()[0]) for c in cells]
 
 
-@pytest.mark.parametrize('table', ['3', '4', '5', '8'])
+# Table 4 runs the sweep of issue 35's rerun: utility copies by the proportional rule.
+_ARGS = {'4': 'small,allocation=proportional'}
+_FILES = {'cpt': 'cpt_length'}
+
+
+@pytest.mark.parametrize('table', ['3', '4', '5', '8', 'cpt'])
 def test_table_sweep_small(tmp_path, jax_cache, table):
   workdir = str(tmp_path / 'sweep')
-  _launch(f'experiments/seed000/table{table}.py:small', workdir, jax_cache)
-  out = _report(table, workdir, jax_cache)
+  arg = _ARGS.get(table, 'small')
+  _launch(f'experiments/seed000/{_FILES.get(table, "table" + table)}.py:{arg}', workdir,
+          jax_cache)
+  out = _report(table, workdir, jax_cache, arg)
   if table == '3':
     part_a, part_b = table3.rows('small')
     for tau, _ in part_a:
@@ -52,13 +60,38 @@ def test_table_sweep_small(tmp_path, jax_cache, table):
     for cpt, _ in part_b:
       _numbers(_row(out, cpt)[2:5])
   elif table == '4':
-    for seed, f, names in table4.rows('small'):
+    for seed, f, names in table4.rows(arg):
       cells = _row(out, f'seed {seed}', f'{round(100 * f)}%')
       _numbers([c for c, col in zip(cells[2:], ('fixed', 'fixed2x') + table4.STRATEGIES)
                 if col in names])
+      with open(os.path.join(workdir, names['curvature'], 'upcycle_scores.json')) as f:
+        record = json.load(f)
+      assert record['allocation'] == 'proportional'
+      for layer in record['layers'].values():
+        assert sum(layer['counts']) == 8 and min(layer['counts']) >= 1
   elif table == '5':
-    for e, _ in table5.rows('small'):
-      _numbers(_row(out, f'{100 * 2 / (2 * e):.2f}% ({2 * e})')[1:5])
+    assert table5.top_ks('small') == (1, 2)
+    for k, _, e, names in table5.rows('small'):
+      cells = _row(out, k, f'{100 * k / (2 * e):.2f}% ({2 * e})')
+      _numbers(cells[3:7] + cells[9:11])   # four losses, both transitions' jumps
+      with open(os.path.join(workdir, names['upcycled'], 'upcycle_report.json')) as f:
+        jump = json.load(f)
+      # Top-1 copies are exact up to the replicas' U(-delta, delta) bias noise.
+      if k == 1:
+        assert jump['loss_after'] == pytest.approx(jump['loss_before'], abs=1e-3)
+  elif table == 'cpt':
+    for _, c, names in cpt_length.rows('small'):
+      for arm in ('up', 'annealed', 'disjoint'):
+        if arm in names:
+          label = 'Upcycled' if arm == 'up' else arm
+          _numbers(_row(out, c, cpt_length.budgets('small')[c], label)[4:7])
+    # The disjoint arm's CPT read the cpt part, from its beginning (the pretrain
+    # source's position is in another stream).
+    run = os.path.join(workdir, 's0_T=60_disjoint')
+    with open(os.path.join(run, 'config.json')) as f:
+      assert json.load(f)['data']['part'] == 'cpt'
+    with open(os.path.join(run, 'log.txt')) as f:
+      assert 'this one starts from its beginning' in f.read()
   else:
     for kind, entries in table8.rows('small').items():
       for name, _ in entries:
@@ -85,3 +118,27 @@ def test_quickstart_small(tmp_path, jax_cache):
                               cache_dir=jax_cache)
   assert code == 0, err
   assert again.strip() in out
+
+
+def test_cpt_length_arms_at_full_size():
+  from experiments import hyper   # pylint: disable=g-import-not-at-top
+  points = {p['name']: p for p in cpt_length.get_hyper(hyper)}
+  tau = 800
+  assert cpt_length.budgets() == {1: 1600, 2: 2400, 4: 4000}
+  assert len(points) == 3 * (2 + 2 * 2 + 3 + 4)
+  # The annealed source: the long Fixed-E run's stable state at 720, decayed
+  # over its last 10% to end at tau; its grown run rewarms.
+  src = points['s1_annealed_src']
+  assert src['resume_from'] == hyper.run('s1_fixed', step=720)
+  assert (src['config.total_steps'], src['config.opt.decay_fraction']) == (tau, 0.1)
+  arm = points['s1_T=2400_annealed']
+  assert arm['resume_from'] == hyper.run('s1_annealed_src', step=tau)
+  assert arm['config.opt.rewarm_steps'] == 40 and arm['config.upcycle.step'] == tau
+  # The disjoint arm: pre-trained on one part, grown and trained on the other.
+  assert points['s1_pretrain']['config.data.part'] == 'pretrain'
+  assert points['s1_pretrain']['config.total_steps'] == tau
+  assert points['s1_T=2400_disjoint']['config.data.part'] == 'cpt'
+  assert 'config.data.part' not in points['s1_T=2400_up']
+  # Fixed runs at T < T_max are decay branches over the same last D steps as the upcycled runs.
+  assert points['s0_T=1600_fixed']['resume_from'] == hyper.run('s0_fixed', step=1280)
+  assert points['s0_T=1600_up']['config.opt.decay_fraction'] == 320 / 1600

@@ -76,6 +76,9 @@ def test_a_branch_of_fixed_e_at_tau_grows_first_and_matches_the_in_run_upcycle(t
   assert rows[0]['step'] == 3 and 'upcycle/loss_after' in rows[0]
   np.testing.assert_allclose([(r['step'], r['loss']) for r in rows[1:]], want, rtol=0, atol=0)
   assert _experts(branch, 6) == 8
+  with open(os.path.join(branch, 'upcycle_report.json')) as f:
+    counts = json.load(f)['counts']   # uniform duplication: two copies of each of 4 experts
+  assert counts and all(c == [2, 2, 2, 2] for c in counts.values())
 
 
 def test_dense_to_moe_in_run_preserves_the_function(tmp_path):

@@ -14,7 +14,7 @@ from moe_jax.errors import ConfigError
 from moe_jax.eval import validation
 from moe_jax.scaling_laws import collect
 from moe_jax.train import trainer
-from moe_jax.upcycle import run, transition
+from moe_jax.upcycle import run, transition, utility
 from tests.train import tiny
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -76,17 +76,21 @@ def test_utility_expansion_saves_scores_and_overwrite_replaces(moe_workdir, tmp_
   dst = tmp_path / 'x2'
   dst.mkdir()
   (dst / 'old.txt').write_text('old')
-  up = expand_experts.get_config('allocation=utility,metric=saliency,batches=2,delta=0.01')
+  up = expand_experts.get_config('allocation=utility,metric=saliency,batches=2,delta=0.01,'
+                                 'rule=proportional')
   report = run.upcycle_checkpoint(up, moe_workdir, str(dst), overwrite=True)
   assert not (dst / 'old.txt').exists() and os.listdir(tmp_path) == ['x2']
   assert report['loss_after'] != report['loss_before']   # top-k fixed: copies tie, not exact
   with open(dst / 'upcycle_scores.json') as f:
     scores = json.load(f)
   assert scores['metric'] == 'saliency' and scores['num_batches'] == 2
+  assert scores['allocation'] == 'proportional'
   for layer in ('layers_0', 'layers_1'):
     record = scores['layers'][layer]
     assert len(record['scores']) == 4 and sum(record['counts']) == 8
     assert min(record['counts']) >= 1
+    assert record['counts'] == list(utility.allocate(record['scores'], 2, 'proportional'))
+    assert report['recipe']['args']['counts'][layer] == record['counts']   # the report's too
   assert json.loads((dst / 'config.json').read_text())['moe']['num_experts'] == 8
 
 

@@ -4,14 +4,17 @@ Exact: dense -> MoE with copied experts when the gates sum to 1; E -> mE with
 k -> mk and copied router columns (grow_width, alpha=0) under softmax scores
 and under renormalised sigmoid scores, with nonzero selection biases. Not
 exact: grow_width with sigmoid scores and no renormalisation (copies keep full
-gates), and expand_experts
-with top-k fixed (copies tie and push out the next-best expert); for those the
-tests check the gap is real and report it.
+gates), and expand_experts with top-k >= 2 fixed (copies tie and push out the
+next-best expert); for those the tests check the gap is real and report it.
+expand_experts at top-1 with renormalised gates is exact (seed 000 Table 5)
+when no selection bias is added to the halved scores, or the biases are
+halved too (split_bias).
 """
 import jax
 import numpy as np
 import pytest
 
+from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config, transformer
 from moe_jax.upcycle import mapping, paths, recipes
 from tests.upcycle import toy
@@ -92,8 +95,28 @@ def test_grow_width_sigmoid_without_renormalisation_is_not_exact():
   assert gap > 1e-3
 
 
-def test_expand_experts_topk_fixed_is_not_exact():
-  src, dst = _moe(num_experts=4, top_k=2), _moe(num_experts=8, top_k=2)
-  gap = _gap(src, dst, 'expand_experts', dict(delta=0.0))
-  print(f'expand_experts 4 -> 8, top-2 fixed: max |dlogits| = {gap:.3g}')
-  assert gap > 1e-4
+@pytest.mark.parametrize('top_k,use_bias,split_bias,exact', [
+    (1, False, False, True), (1, True, False, False), (1, True, True, True),
+    (2, False, False, False)])
+def test_expand_experts_is_exact_at_top1(top_k, use_bias, split_bias, exact):
+  # Seed 000's Table 5 setting: at top-1 with renormalised gates a token's one
+  # expert or its copy gets gate 1, the same function; at top-2 the copies tie
+  # and push out the next-best expert. With selection biases (loss-free
+  # balancing) top-1 is exact only if the biases are split like the scores:
+  # copying halves every softmax score, so s/2 + b ranks otherwise than s + b
+  # (biases drawn at 0.1 here); split_bias ranks by s/2 + b/2.
+  kw = dict(renormalize=True, use_bias=use_bias)
+  src, dst = _moe(num_experts=4, top_k=top_k, **kw), _moe(num_experts=8, top_k=top_k, **kw)
+  gap = _gap(src, dst, 'expand_experts', dict(delta=0.0, split_bias=split_bias))
+  print(f'expand_experts 4 -> 8, top-{top_k}, use_bias={use_bias}, split_bias={split_bias}: '
+        f'max |dlogits| = {gap:.3g}')
+  assert gap < 1e-5 if exact else gap > 1e-4
+
+
+def test_split_bias_needs_equal_copies():
+  src, dst = _moe(num_experts=4, top_k=1, use_bias=True), _moe(num_experts=8, top_k=1,
+                                                               use_bias=True)
+  args = dict(allocation='utility', scores={'layers_0': [9.0, 1.0, 1.0, 1.0],
+                                            'layers_1': [1.0] * 4}, split_bias=True)
+  with pytest.raises(ConfigError, match=r'split_bias=True needs 2 copies of every expert'):
+    recipes.build('expand_experts', src, dst, args)

@@ -64,6 +64,65 @@ def test_allocation_greedy_with_replacement():
   assert r.sum() == 64 and r.min() >= 1
 
 
+def test_allocation_rules_exact_counts():
+  # [4, 2, 1, 1] at m = 2: 4 extra copies.
+  # dhondt: u/r picks 0 (4), then 0 or 1 at 2 (1 has fewer copies), then 0 (4/2=2 > 1), 0 (4/3).
+  np.testing.assert_array_equal(utility.allocate([4.0, 2.0, 1.0, 1.0], 2, 'dhondt'), [4, 2, 1, 1])
+  # proportional: quotas 2, 1, 0.5, 0.5 -> floors 2, 1, 0, 0; the last copy to the lower index.
+  np.testing.assert_array_equal(
+      utility.allocate([4.0, 2.0, 1.0, 1.0], 2, 'proportional'), [3, 2, 2, 1])
+  # [9, 1, 1, 1]: quotas 3, 1/3, 1/3, 1/3 -> one remainder copy, to expert 1.
+  np.testing.assert_array_equal(
+      utility.allocate([9.0, 1.0, 1.0, 1.0], 2, 'proportional'), [4, 2, 1, 1])
+  # At m = 2 proportional is not the less uniform rule: a spread below the mean
+  # score keeps it uniform where D'Hondt (ratio 2.6 > 2) is not ...
+  u = [1.45, 1.45, 0.55, 0.55]
+  np.testing.assert_array_equal(utility.allocate(u, 2, 'dhondt'), [3, 3, 1, 1])
+  np.testing.assert_array_equal(utility.allocate(u, 2, 'proportional'), [2, 2, 2, 2])
+  # ... and both are uniform within a factor of two.
+  for rule in ('dhondt', 'proportional'):
+    np.testing.assert_array_equal(utility.allocate([1.9, 1.2, 1.0, 1.0], 2, rule), [2, 2, 2, 2])
+  # m = 3: 8 extra copies of scores 1 : 3 -> quotas 2, 6.
+  np.testing.assert_array_equal(utility.allocate([1.0, 3.0, 0.0, 0.0], 3, 'proportional'),
+                                [3, 7, 1, 1])
+  # Sampled: all the mass on one expert takes every extra copy, whatever the seed.
+  for seed in range(3):
+    np.testing.assert_array_equal(utility.allocate([0.0, 5.0, 0.0], 3, 'sampled', seed), [1, 7, 1])
+
+
+@pytest.mark.parametrize('rule', utility.ALLOCATIONS)
+def test_allocation_rules_invariants(rule):
+  for m in (2, 3, 4):
+    for u in ([1.0] * 6, [0.0] * 5, np.random.default_rng(m).random(16), [7.0, 0.0, 0.0, 1e-9]):
+      r = utility.allocate(u, m, rule, seed=m)
+      assert r.dtype == np.int64 and r.sum() == m * len(u) and r.min() >= 1, (rule, m, u, r)
+      if rule != 'sampled' and np.ptp(u) == 0:   # equal scores: uniform
+        np.testing.assert_array_equal(r, [m] * len(u))
+
+
+def test_sampled_allocation_is_seeded_and_proportional_on_average():
+  u = np.random.default_rng(0).random(8)
+  a, b = (utility.allocate(u, 2, 'sampled', seed=7) for _ in range(2))
+  np.testing.assert_array_equal(a, b)
+  draws = [utility.allocate(u, 2, 'sampled', seed=s) for s in range(50)]
+  assert any(not np.array_equal(d, a) for d in draws)   # the seed matters
+  # 50 x 8 extra copies: each expert's mean extra copies within 4 standard errors of 8 p_e.
+  p = u / u.sum()
+  mean = np.mean(draws, axis=0) - 1
+  assert np.all(np.abs(mean - 8 * p) < 4 * np.sqrt(8 * p * (1 - p) / 50))
+
+
+def test_allocation_rule_errors_name_the_key():
+  with pytest.raises(ConfigError, match=r"utility_allocation='largest' is not one of"):
+    utility.allocate([1.0, 2.0], 2, 'largest')
+  # The recipe checks the rule before any gradient is taken (target_config).
+  c = toy.config(num_experts=4)
+  c.upcycle.update(recipe='expand_experts', factor=2)
+  c.upcycle.args = {'allocation': 'utility', 'utility_allocation': 'largest'}
+  with pytest.raises(ConfigError, match=r"utility_allocation='largest'"):
+    transition.target_config(c)
+
+
 def test_dump_is_json_and_errors():
   params, batches, loss_fn = _setup()
   acc = utility.accumulate_sq_grads(loss_fn, params, batches[:1])
