@@ -61,9 +61,20 @@ class _Source:
       manager.close()
 
 
-def _first_difference(a, b):
-  """The first key (sorted, '/'-joined) whose value differs, or None."""
-  flat_a, flat_b = paths.flatten(a), paths.flatten(b)
+def _flat(d, prefix=''):
+  """{'a.b': value} of nested dicts (lists and tuples stay values)."""
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, dict):
+      out.update(_flat(v, f'{prefix}{k}.'))
+    else:
+      out[f'{prefix}{k}'] = v
+  return out
+
+
+def _first_difference(flat_a, flat_b):
+  """(key, value in a, value in b) of the first key, sorted, whose values
+  differ; None if none does."""
   for key in sorted(set(flat_a) | set(flat_b)):
     if repr(flat_a.get(key)) != repr(flat_b.get(key)):
       return key, flat_a.get(key, '(absent)'), flat_b.get(key, '(absent)')
@@ -84,8 +95,8 @@ def check_same_architecture(sources):
   """ConfigError naming the first difference between source 0 and another:
   a param path or shape, a model/moe config key, or a tokenizer file."""
   first = sources[0]
-  shapes = lambda s: jax.tree_util.tree_map(lambda x: tuple(x.shape),
-                                            transition.abstract_params(s.config))
+  shapes = lambda s: {k: tuple(x.shape) for k, x in
+                      paths.flatten(transition.abstract_params(s.config)).items()}
   base_shapes = shapes(first)
   for i, s in enumerate(sources[1:], 1):
     diff = _first_difference(base_shapes, shapes(s))
@@ -94,11 +105,12 @@ def check_same_architecture(sources):
       raise ConfigError(f'--src {i} ({s.ckpt}) does not share the architecture of --src 0: '
                         f'param {key} has shape {b} there, {a} in --src 0')
     for group in _SAME_GROUPS:
-      diff = _first_difference(first.config[group].to_dict(), s.config[group].to_dict())
+      diff = _first_difference(_flat(first.config[group].to_dict()),
+                               _flat(s.config[group].to_dict()))
       if diff:
         key, a, b = diff
         raise ConfigError(f'--src {i} ({s.ckpt}) does not share the architecture of --src 0: '
-                          f'{group}.{key.replace("/", ".")}={b!r} there, {a!r} in --src 0')
+                          f'{group}.{key}={b!r} there, {a!r} in --src 0')
     ta, tb = _tokenizer_bytes(first.workdir), _tokenizer_bytes(s.workdir)
     for name in sorted(set(ta) | set(tb)):
       if ta.get(name) != tb.get(name):
@@ -132,7 +144,11 @@ def merge_checkpoints(up_config, srcs, dst, overwrite=False):
   config = sources[0].config.copy_and_resolve_references()
   config.upcycle = up_config
   config.upcycle.step = 0
-  config.upcycle.args.num_sources = len(sources)
+  if config.upcycle.args.get('num_sources', len(sources)) != len(sources):
+    raise ConfigError(f'upcycle.args.num_sources={config.upcycle.args.num_sources} but '
+                      f'--src names {len(sources)} sources')
+  with config.upcycle.args.unlocked():   # the config file cannot know it
+    config.upcycle.args.num_sources = len(sources)
   a = recipes.resolve('merge', config.upcycle.args)
   dst_config = transition.target_config(config)
   recipes.build('merge', config, dst_config, dict(a, router_rows={}))   # args, before restoring
