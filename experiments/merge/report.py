@@ -136,6 +136,7 @@ def write(sweep_dir, data):
                  sweep=sweep.read_json(os.path.join(sweep_dir, sweep.SWEEP_FILE), {}).get('config'))
   files.write_json(os.path.join(sweep_dir, RESULTS_FILE), results)
   if results['share']:
+    os.makedirs(os.path.join(sweep_dir, 'plots'), exist_ok=True)
     plot(results, os.path.join(sweep_dir, 'plots', PLOT))
   md = text(results)
   with open(os.path.join(sweep_dir, REPORT_FILE), 'w') as f:
