@@ -27,6 +27,7 @@ import sys
 from absl import flags
 
 from experiments import quickstart, report
+from experiments.merge import report as merge_report
 from experiments.seed000 import report as seed000_report
 from experiments.seed001 import report as seed001_report
 from experiments.seed002 import refit as seed002_refit
@@ -62,6 +63,7 @@ RENDERERS = {
     'experiments.seed002.report': _markdown(seed002_report.from_results),
     'experiments.seed002.refit': _markdown(seed002_refit.from_results),
     'experiments.seed003.report': _markdown(seed003_report.from_results),
+    'experiments.merge.report': _markdown(merge_report.from_results),
 }
 
 

@@ -110,10 +110,14 @@ def check_sources(sweep_dir, name, overrides, parents):
     if state != 'done':
       raise ConfigError(f'run {name!r} starts from run {parent!r}, which is not done ({state})')
   for key, value in overrides.items():
-    path = sweep.resolve(value, sweep_dir)
-    if path != value and not os.path.exists(path):
-      raise ConfigError(f'{key}={path} of run {name!r} does not exist (a checkpoint its run '
-                        'did not keep? keep it with config.ckpt.keep_every)')
+    resolved = sweep.resolve(value, sweep_dir)
+    if resolved == value:
+      continue
+    # upcycle.src of a merge names several runs, comma-separated.
+    for path in resolved.split(',') if key == hyper.UPCYCLE_SRC else [resolved]:
+      if not os.path.exists(path):
+        raise ConfigError(f'{key}={path} of run {name!r} does not exist (a checkpoint its run '
+                          'did not keep? keep it with config.ckpt.keep_every)')
 
 
 class _Forward:

@@ -4,6 +4,8 @@ target leaf (see rules.py for the `Op` contract).
 Expert tensors are [E, D, F] (wi_0, wi_1) and [E, F, D] (wo): the intermediate
 neuron axis is 2, or 1 for wo. Dense MLP leaves are the same without E.
 """
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -158,3 +160,46 @@ def extend_router(slots, heuristic='copy', options=None, delta=0.0, bias_scale=1
     return src[0][..., s.src_of] * s.counts[s.src_of].astype(np.float32) ** -power
 
   return Op(f'extend_router({heuristic})', fn, moment)
+
+
+def mean():
+  """The mean of the source leaves (merging: attention, norms, embeddings)."""
+  fn = lambda s, t, c: sum(s) / len(s)
+  return Op('mean', fn, lambda s, t, c, p: fn(s, t, c))
+
+
+def pick(index):
+  """Source leaf `index` of those named; the others are read and dropped, so
+  every source leaf stays accounted for (merging with `shared=i`)."""
+  return Op(f'pick({index})', lambda s, t, c: s[index], lambda s, t, c, p: s[index])
+
+
+def merge_experts(num_sources, per_source, **tile):
+  """n dense MLP leaves (one per source) -> [n * g, ...] experts: source i
+  fills experts i*g ... (i+1)*g - 1 by `tile_experts(g, **tile)`, each
+  source with its own rng (Branch-Train-MiX; mergekit-moe)."""
+  one = tile_experts(per_source, **tile)
+
+  def each(s, target, ctx, fn, *rest):
+    if len(s) != num_sources:
+      raise ConfigError(f'{ctx.path}: {len(s)} sources, the recipe says {num_sources}')
+    part = jax.ShapeDtypeStruct((per_source,) + tuple(target.shape[1:]), target.dtype)
+    return jnp.concatenate([
+        fn([w], part, dataclasses.replace(ctx, rng=jax.random.fold_in(ctx.rng, i),
+                                          layer_rng=jax.random.fold_in(ctx.layer_rng, i)), *rest)
+        for i, w in enumerate(s)])
+
+  return Op(f'merge_experts({num_sources}x{per_source}, {tile.get("init", "copy")})',
+            lambda s, t, c: each(s, t, c, one.init),
+            lambda s, t, c, p: each(s, t, c, one.moment, p))
+
+
+def table(values, name):
+  """A per-layer constant computed before the map ({layer: array}), e.g. router
+  rows from the sources' hidden states; its moments start at zero."""
+  def fn(s, target, ctx):
+    layer = paths.layer(ctx.path)
+    if layer not in values:
+      raise ConfigError(f'{ctx.path}: no {name} value for {layer}')
+    return jnp.asarray(values[layer], target.dtype)
+  return Op(name, fn, _zeros)

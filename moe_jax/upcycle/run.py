@@ -37,7 +37,7 @@ def _paths(src, dst, overwrite):
   return src_dir, step, src_workdir, staging.check(dst, overwrite, '--dst')
 
 
-def _check_report(report, where):
+def check_report(report, where):
   bad = {k: v for k, v in report.items() if isinstance(v, float) and not math.isfinite(v)}
   if bad:
     raise NonFiniteLossError(f'{where}: the function-preservation report is not finite ('
@@ -85,7 +85,7 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
   report_batches = pipeline.eval_batches(config, tokenizer)[:up.report_batches]
   preserved = transition.preservation_report(config, dst_config, params, dst_params,
                                              report_batches)
-  _check_report(preserved, f'checkpoint {dst_config.upcycle.source}')
+  check_report(preserved, f'checkpoint {dst_config.upcycle.source}')
   report = dict(preserved, source=dst_config.upcycle.source, recipe=recipe.describe(),
                 seed=up.seed)
   run_info = run_record.build(dst_config, source=run_record.source_info(

@@ -15,6 +15,9 @@ model the workdir trains now:
            "origin": ORIGIN (null: unknown, a workdir older than lineage)}
   ORIGIN = {"how": scratch | init_from | upcycle | in_run | hf_import,
             "parent": {"checkpoint", "step"} (init_from, upcycle),
+                      and for a merge of several sources also "parents" (all of
+                      them, the first is "parent", whose chain the stages
+                      continue) and "parent_lineages" (the others' records),
                       {"workdir", "step"} (in_run), {"hf", "sha256"} (import),
             "seed", "code": {"version", "git", "dirty"}, "time",
             and for a growth "recipe", "factor", "args" (resolved), "target",
@@ -303,12 +306,14 @@ def check(record, workdir=None):
   problems = []
   stages = record['stages']
   for i, s in enumerate(stages):
-    parent = (s.get('origin') or {}).get('parent') or {}
-    if 'checkpoint' in parent and not os.path.isdir(parent['checkpoint']):
-      gone = os.path.isdir(os.path.dirname(os.path.dirname(parent['checkpoint'])))
-      problems.append(f'stage {i}: parent checkpoint {parent["checkpoint"]} is missing ' + (
-          '(its workdir is there: the step was rotated away or deleted)' if gone else
-          '(moved or deleted)'))
+    origin = s.get('origin') or {}
+    # A merge (upcycle recipe merge) names all its parents; the first is `parent`.
+    for parent in [origin.get('parent') or {}] + list(origin.get('parents') or [])[1:]:
+      if 'checkpoint' in parent and not os.path.isdir(parent['checkpoint']):
+        gone = os.path.isdir(os.path.dirname(os.path.dirname(parent['checkpoint'])))
+        problems.append(f'stage {i}: parent checkpoint {parent["checkpoint"]} is missing ' + (
+            '(its workdir is there: the step was rotated away or deleted)' if gone else
+            '(moved or deleted)'))
     if s.get('note'):
       problems.append(f'stage {i}: {s["note"]}')
   recorded = stages[-1]['workdir']

@@ -26,7 +26,8 @@ def _how(s):
   return {
       'scratch': lambda: f'scratch, seed {o.get("seed")}',
       'init_from': lambda: f'fine-tune (init_from {parent.get("checkpoint")})',
-      'upcycle': lambda: f'upcycle CLI {recipe} of {parent.get("checkpoint")}',
+      'upcycle': lambda: f'upcycle CLI {recipe} of ' + ' + '.join(
+          str(p.get('checkpoint')) for p in o.get('parents') or [parent]),
       'in_run': lambda: f'in-run {recipe} at step {parent.get("step")}',
       'hf_import': lambda: f'import {parent.get("hf")}',
   }.get(o['how'], lambda: o['how'])()

@@ -30,15 +30,16 @@ TINY = {
     '03_routing_analysis': dict(_SMALL, ANALYSIS_BATCHES=1),
     '04_growth': dict(_SMALL, CPT_STEPS=4),
     '05_scaling_laws': dict(N1_GRID=[1e9, 1e10]),
+    '06_merge': dict(DOMAIN_BYTES=40960),   # the study's :small sweep (seven short runs)
 }
-PLOTS = {'01': 1, '02': 2, '03': 3, '04': 2, '05': 3}   # figures each notebook shows
+PLOTS = {'01': 1, '02': 2, '03': 3, '04': 2, '05': 3, '06': 1}   # figures each notebook shows
 
 
 def _cells(nb):
   return [(c.cell_type, c.source.strip(), c.metadata.get('tags', [])) for c in nb.cells]
 
 
-def test_the_five_notebooks_are_there():
+def test_the_six_notebooks_are_there():
   assert NAMES == sorted(TINY)
 
 
@@ -125,7 +126,14 @@ def _check_05(r):
   assert r['answer'] in ('upcycle', 'train from scratch')
 
 
-CHECKS = {'01': _check_01, '02': _check_02, '03': _check_03, '04': _check_04, '05': _check_05}
+def _check_06(r):
+  assert {'dense_union', 'merged_domain', 'merged_domain@0'} <= set(r['loss'])
+  assert all(math.isfinite(v) for m in r['loss'].values() for v in m.values())
+  assert all(0 <= v <= 1 for m in r['share'].values() for v in m.values())
+
+
+CHECKS = {'01': _check_01, '02': _check_02, '03': _check_03, '04': _check_04, '05': _check_05,
+          '06': _check_06}
 
 
 @pytest.mark.parametrize('name', NAMES)

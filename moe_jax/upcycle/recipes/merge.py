@@ -1,0 +1,98 @@
+"""Many dense models into one MoE (Branch-Train-MiX; mergekit-moe): n dense
+sources of one architecture, each trained on its own data, become an MoE
+whose experts i*g ... (i+1)*g - 1 are source i's MLP (g =
+experts_per_source), while attention, norms, embeddings and the LM head are
+averaged over the sources or taken from one of them.
+
+Args (defaults in brackets): experts_per_source [1]; expert_init [copy] and
+noise, drop_ratio, drop_init as dense_to_moe (each source's g experts made by
+ops.tile_experts); shared [mean] | an integer i (the non-expert params of
+source i; every other source's are read and dropped); router [random]:
+  random  N(0, moe.router_init_std^2 or 2/(5 D)), as dense_to_moe;
+  hidden  mergekit's `hidden` gate mode: row of source i's experts = the
+          unit vector along (source i's mean router input on a few of its own
+          training batches) minus (the mean of the other sources' means);
+          mergekit subtracts negative prompts, here the other sources are them;
+  domain  a linear router trained for `domain_steps` Adam steps to tell the
+          sources apart from those same router inputs (softmax over sources,
+          cross-entropy against the source label), its column i copied to
+          source i's experts;
+router_batches [4] training batches per source for hidden/domain,
+domain_steps [200], domain_lr [0.01]. `num_sources` is set by the command
+line from --src; `router_rows` ({layer: [D, E]}) by the command line for
+hidden/domain (merge_router.py), never by a config.
+
+Router inputs are each source's own (its layers before, on its own data), not
+the merged model's: with averaged attention they differ, and the routing share
+right after merging (the report) says by how much. Exact per source only
+where the math allows: with identical non-MLP params (or shared=i for source
+i), renormalised gates, top_k <= g and a router that sends source i's tokens
+to its experts alone, the MoE computes source i on them.
+"""
+import math
+
+from moe_jax.errors import ConfigError
+from moe_jax.upcycle import ops
+from moe_jax.upcycle import recipes
+from moe_jax.upcycle.rules import Rule
+
+ROUTERS = ('random', 'hidden', 'domain')
+
+
+def source_prefix(i):
+  """Where source i's params sit in the tree the rules read: src_i/..."""
+  return f'src_{i}'
+
+
+def _experts(dst, src, factor, args):
+  del factor
+  dst.moe.num_experts = args['experts_per_source'] * args['num_sources']
+
+
+@recipes.register('merge', dict(
+    num_sources=0, experts_per_source=1, expert_init='copy', noise=0.01, drop_ratio=0.5,
+    drop_init='normal', shared='mean', router='random', router_batches=4, domain_steps=200,
+    domain_lr=0.01, router_rows=None), target=_experts)
+def merge(src, dst, args):
+  a = recipes.resolve('merge', args)
+  n, g = a['num_sources'], a['experts_per_source']
+  if not isinstance(n, int) or n < 2:
+    raise ConfigError(f'merge needs at least 2 sources (--src=A,B[,...]); got {n}')
+  if not isinstance(g, int) or g < 1:
+    raise ConfigError(f'upcycle.args.experts_per_source={g!r} must be an integer >= 1')
+  if src.moe.num_experts:
+    raise ConfigError(f'merge needs dense sources; they have moe.num_experts='
+                      f'{src.moe.num_experts}')
+  if dst.moe.num_experts != n * g:
+    raise ConfigError(f'moe.num_experts={dst.moe.num_experts} of the target is not '
+                      f'{n} sources x {g} experts_per_source')
+  recipes.check_topk(dst, 'target')
+  recipes.same(src, dst, 'model.num_layers', 'model.d_model')
+  if a['router'] not in ROUTERS:
+    raise ConfigError(f"upcycle.args.router={a['router']!r} is not one of {ROUTERS}")
+  shared = a['shared']
+  if isinstance(shared, str) and shared.isdigit():   # from a command line: 'shared=1'
+    shared = a['shared'] = int(shared)
+  if shared != 'mean' and not (isinstance(shared, int) and 0 <= shared < n):
+    raise ConfigError(f"upcycle.args.shared={shared!r} is not 'mean' or a source index "
+                      f'0..{n - 1}')
+  if a['router'] == 'random':
+    std = dst.moe.router_init_std or math.sqrt(2.0 / (5 * dst.model.d_model))
+    router = Rule(r'layers_\d+/moe/router/w', (), ops.normal(std))
+  elif a['router_rows'] is None:
+    raise ConfigError(f"upcycle.args.router={a['router']!r} needs router_rows from the "
+                      'sources (python -m moe_jax.upcycle computes them)')
+  else:
+    router = Rule(r'layers_\d+/moe/router/w', (), ops.table(a['router_rows'],
+                                                             f"router_rows({a['router']})"))
+  every = lambda template: tuple(f'{source_prefix(i)}/{template}' for i in range(n))
+  rules = (
+      Rule(r'layers_(\d+)/moe/experts/(wi_0|wi_1|wo)', every(r'layers_\1/mlp/\2'),
+           ops.merge_experts(n, g, init=a['expert_init'], noise=a['noise'],
+                             drop=a['drop_ratio'], drop_init=a['drop_init'], top_k=dst.moe.top_k)),
+      router,
+      Rule(r'layers_\d+/moe/router/bias', (), ops.zeros()),
+      Rule(r'(.*)', every(r'\1'), ops.mean() if shared == 'mean' else ops.pick(shared)),
+  )
+  resolved = {k: v for k, v in a.items() if k != 'router_rows'}
+  return recipes.Recipe('merge', rules, resolved, a['opt_policy'])
