@@ -1,0 +1,111 @@
+r"""What greedy decoding decides on a multiple-choice question: the answer letter.
+
+  python -m experiments.moesturizer.letter_probe --ckpt=DIR --tasks=arc_easy --limit=100 \
+      [--out=FILE]
+
+Generate mode reads the letter a model writes first; this probe scores that
+one token directly. For each question it renders the generate prompt (the
+checkpoint's chat template, as moe_jax/eval/harness.py does) and takes the
+log-probability of each letter token as the first response token (a single
+forward pass per question: moe_jax/eval/loglik.py with one-token
+continuations). It prints one JSON line per task:
+
+* `letter_loss`: mean -log p(gold letter), over the whole vocabulary: the
+  SFT loss on the one response token that carries the decision (the rest of
+  a response, `. {choice}<|im_end|>`, is copied from the prompt);
+* `letter_loss_among`: the same, renormalised over the choices' letters
+  (ln 4 = 1.386 for a model that has no preference on four choices);
+* `accuracy` (argmax over the letters, with its Wilson interval) and
+  `letters`: the share each letter gets as the argmax, i.e. the first token
+  greedy decoding writes when it writes a letter;
+* `letter_mass`: the mean probability of all letters together (whether the
+  model answers in the format at all).
+"""
+import json
+
+import numpy as np
+from absl import flags
+
+from moe_jax import atomic, cli
+from moe_jax.data import prompts
+from moe_jax.errors import ConfigError
+from moe_jax.eval import harness, loglik, restore, tasks
+
+_CKPT = flags.DEFINE_string('ckpt', None, 'A workdir or a checkpoint step directory.')
+_TASKS = flags.DEFINE_list('tasks', ['arc_easy'], 'Multiple-choice tasks.')
+_LIMIT = flags.DEFINE_integer('limit', 100, 'Questions per task (a seeded subset).')
+_SEED = flags.DEFINE_integer('seed', 0, 'Subset seed.')
+_OUT = flags.DEFINE_string('out', None, 'Also write the lines to this file.')
+
+
+def letter_ids(tok, count):
+  """The single token id of each of the first `count` letters (the token a
+  response starts with); a letter that is not one token is an error."""
+  out = []
+  for letter in prompts.LETTERS[:count]:
+    ids = [int(i) for i in tok.encode(letter)]
+    if len(ids) != 1:
+      raise ValueError(f'letter {letter!r} encodes to {len(ids)} tokens')
+    out.append(ids[0])
+  return out
+
+
+def summarise(logprobs_QC, gold_Q, mass_Q):
+  """The JSON fields above from [Q, C] letter log-probabilities (-inf past a
+  question's choices), the gold indices and each question's letter mass."""
+  logprobs_QC = np.asarray(logprobs_QC, np.float64)
+  gold_Q = np.asarray(gold_Q)
+  rows = np.arange(len(gold_Q))
+  among_QC = logprobs_QC - np.logaddexp.reduce(logprobs_QC, axis=1, keepdims=True)
+  pick_Q = np.argmax(logprobs_QC, axis=1)
+  right = pick_Q == gold_Q
+  counts = np.bincount(pick_Q, minlength=logprobs_QC.shape[1])
+  lo, hi = harness.wilson(int(right.sum()), len(right))
+  return dict(n=len(gold_Q), letter_loss=float(-logprobs_QC[rows, gold_Q].mean()),
+              letter_loss_among=float(-among_QC[rows, gold_Q].mean()),
+              accuracy=float(right.mean()), ci95=[lo, hi],
+              letters={prompts.LETTERS[i]: int(c) for i, c in enumerate(counts) if c},
+              gold_letters={prompts.LETTERS[i]: int(c) for i, c in
+                            enumerate(np.bincount(gold_Q, minlength=logprobs_QC.shape[1])) if c},
+              letter_mass=float(np.mean(mass_Q)))
+
+
+def probe(loaded, questions):
+  """One summarise() dict for `questions` (multiple-choice ones only)."""
+  if not questions or any(q.kind != tasks.MC for q in questions):
+    raise ValueError('the letter probe needs multiple-choice questions')
+  tok, render = loaded.tokenizer, harness.renderer(loaded)
+  head = [] if tok.bos_id is None else [tok.bos_id]
+  width = max(len(q.choices) for q in questions)
+  ids = letter_ids(tok, width)
+  requests = [(tuple(head + [int(t) for t in tok.encode(
+      render.prompt([dict(role='user', content=q.prompt)]))]),
+               tuple((i,) for i in ids[:len(q.choices)])) for q in questions]
+  logprobs_QC = loglik.score(loaded.model, loaded.params, requests, pad_id=tok.pad_id)
+  finite = np.where(np.isfinite(logprobs_QC), logprobs_QC, -np.inf)
+  mass_Q = np.exp(finite).sum(axis=1)
+  return summarise(finite, [prompts.LETTERS.index(q.answer) for q in questions], mass_Q)
+
+
+def main_fn(ckpt, names, limit, seed, out):
+  if not ckpt:
+    raise ConfigError('--ckpt is required')
+  questions = harness.questions_of(names, limit, seed)
+  loaded = restore.load(ckpt)
+  lines = []
+  for name, qs in questions.items():
+    lines.append(json.dumps(dict(task=name, mode='letter_probe', limit=limit, seed=seed,
+                                 step=loaded.step, **probe(loaded, qs))))
+    print(lines[-1], flush=True)
+  if out:
+    atomic.write_text(out, ''.join(line + '\n' for line in lines))
+
+
+def main(argv):
+  del argv
+  cli.run_reporting_errors(main_fn, _CKPT.value, _TASKS.value, _LIMIT.value, _SEED.value,
+                           _OUT.value)
+
+
+if __name__ == '__main__':
+  cli.run_app(main)
