@@ -27,6 +27,7 @@ import sys
 from absl import flags
 
 from experiments import quickstart, report
+from experiments.moesturizer import letter_probe
 from experiments.seed000 import report as seed000_report
 from experiments.seed001 import report as seed001_report
 from experiments.seed002 import report as seed002_report
@@ -60,6 +61,7 @@ RENDERERS = {
     'experiments.seed001.report': _markdown(seed001_report.from_results),
     'experiments.seed002.report': _markdown(seed002_report.from_results),
     'experiments.seed003.report': _markdown(seed003_report.from_results),
+    'experiments.moesturizer.letter_probe': _markdown(letter_probe.from_results),
 }
 
 

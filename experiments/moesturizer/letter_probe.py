@@ -20,6 +20,11 @@ continuations). It prints one JSON line per task:
   greedy decoding writes when it writes a letter;
 * `letter_mass`: the mean probability of all letters together (whether the
   model answers in the format at all).
+
+`from_results(path)` renders docs/moesturizer.md's probe table from a results
+file {"rows": [{"model", "command", "lines": [probe lines], "train_loss":
+[[step, loss], ...] (optional: metrics.jsonl's response-token loss)}]}
+(experiments/check_docs.py rebuilds it).
 """
 import json
 
@@ -85,6 +90,31 @@ def probe(loaded, questions):
   finite = np.where(np.isfinite(logprobs_QC), logprobs_QC, -np.inf)
   mass_Q = np.exp(finite).sum(axis=1)
   return summarise(finite, [prompts.LETTERS.index(q.answer) for q in questions], mass_Q)
+
+
+def _shares(counts):
+  total = sum(counts.values())
+  return ' / '.join(f'{k} {100 * v / total:.0f}' for k, v in sorted(counts.items()))
+
+
+def from_results(path):
+  """The markdown table of a probe results file (see the module docstring)."""
+  with open(path) as f:
+    rows = json.load(f)['rows']
+  out = ['| model | task (n) | letter accuracy, % [95 % CI] | -log p(gold letter): vocab / '
+         'among letters | letters picked, % | gold letters, % | letter mass | '
+         'response-token loss (first -> last step) |', '|---' * 8 + '|']
+  for row in rows:
+    loss = row.get('train_loss')
+    curve = f'{loss[0][1]:.3f} (step {loss[0][0]}) -> {loss[-1][1]:.3f} (step {loss[-1][0]})' \
+        if loss else '-'
+    for r in row['lines']:
+      lo, hi = r['ci95']
+      out.append(f'| {row["model"]} | {r["task"]} ({r["n"]}) | {100 * r["accuracy"]:.1f} '
+                 f'[{100 * lo:.1f}, {100 * hi:.1f}] | {r["letter_loss"]:.3f} / '
+                 f'{r["letter_loss_among"]:.3f} | {_shares(r["letters"])} | '
+                 f'{_shares(r["gold_letters"])} | {r["letter_mass"]:.2f} | {curve} |')
+  return '\n'.join(out) + '\n'
 
 
 def main_fn(ckpt, names, limit, seed, out):

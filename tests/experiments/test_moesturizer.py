@@ -5,10 +5,11 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from experiments import hyper, runner
-from experiments.moesturizer import config as moesturizer, table
+from experiments.moesturizer import config as moesturizer, letter_probe, table
 from moe_jax.workdir import files
 from tests.eval import olmo_fixture
 
@@ -140,3 +141,26 @@ def test_small_grid_end_to_end(tmp_path):   # 7 runs, 16 processes: ~80 s of CPU
   moe_row = next(line for line in text.splitlines() if line.startswith('| moe4-2 |'))
   assert ' | H ' in moe_row and ', CV ' in moe_row   # the router's statistics
   assert 'arc_easy (n=2)' in text and 'gsm8k (n=2)' in text
+
+
+def test_letter_probe_summary_and_its_table(tmp_path):
+  """Three questions, hand-made letter log-probabilities: the argmax letters,
+  the gold letter's loss over the vocabulary and among the letters."""
+  p = np.log(np.array([[0.4, 0.2, 0.1, 0.1],     # picks A, gold A
+                       [0.5, 0.1, 0.1, 0.1],     # picks A, gold C
+                       [0.1, 0.6, 0.1, 0.0]]))   # picks B, gold B; D is not a choice
+  p[2, 3] = -np.inf
+  got = letter_probe.summarise(p, [0, 2, 1], np.exp(p).sum(1))
+  assert (got['n'], got['letters'], got['gold_letters']) == (3, {'A': 2, 'B': 1},
+                                                              {'A': 1, 'B': 1, 'C': 1})
+  assert got['accuracy'] == 2 / 3
+  np.testing.assert_allclose(got['letter_loss'], -np.log([0.4, 0.1, 0.6]).mean())
+  np.testing.assert_allclose(got['letter_loss_among'],
+                             -np.log([0.4 / 0.8, 0.1 / 0.8, 0.6 / 0.8]).mean())
+  np.testing.assert_allclose(got['letter_mass'], (0.8 + 0.8 + 0.8) / 3)
+  path = tmp_path / 'probe.json'
+  path.write_text(json.dumps(dict(rows=[dict(model='Base', command='c', lines=[
+      dict(task='arc_easy', **got)], train_loss=[[1, 0.5], [20, 0.25]])])))
+  row = letter_probe.from_results(str(path)).splitlines()[2]
+  assert row.startswith('| Base | arc_easy (3) | 66.7 [') and '| A 67 / B 33 | A 33 / B 33 / C 33 |' in row
+  assert row.endswith('| 0.80 | 0.500 (step 1) -> 0.250 (step 20) |')
