@@ -2,6 +2,7 @@ r"""What greedy decoding decides on a multiple-choice question: the answer lette
 
   python -m experiments.moesturizer.letter_probe --ckpt=DIR --tasks=arc_easy --limit=100 \
       [--out=FILE]
+  python -m experiments.moesturizer.letter_probe --results=docs/moesturizer/letter_probe.json
 
 Generate mode reads the letter a model writes first; this probe scores that
 one token directly. For each question it renders the generate prompt (the
@@ -41,6 +42,7 @@ _TASKS = flags.DEFINE_list('tasks', ['arc_easy'], 'Multiple-choice tasks.')
 _LIMIT = flags.DEFINE_integer('limit', 100, 'Questions per task (a seeded subset).')
 _SEED = flags.DEFINE_integer('seed', 0, 'Subset seed.')
 _OUT = flags.DEFINE_string('out', None, 'Also write the lines to this file.')
+_RESULTS = flags.DEFINE_string('results', None, 'Print the table of this results file instead.')
 
 
 def letter_ids(tok, count):
@@ -133,6 +135,9 @@ def main_fn(ckpt, names, limit, seed, out):
 
 def main(argv):
   del argv
+  if _RESULTS.value:
+    print(cli.run_reporting_errors(from_results, _RESULTS.value), end='')
+    return
   cli.run_reporting_errors(main_fn, _CKPT.value, _TASKS.value, _LIMIT.value, _SEED.value,
                            _OUT.value)
 

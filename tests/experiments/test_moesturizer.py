@@ -62,6 +62,12 @@ def test_the_grids(monkeypatch):
       '--tasks=arc_easy,arc_challenge,hellaswag,mmlu --mode=generate --limit=200',
       '--tasks=gsm8k,math500 --mode=generate --limit=50',
       '--tasks=arc_easy,arc_challenge,hellaswag,mmlu --mode=loglik --limit=200']
+  with_larger = moesturizer.get_hyper(hyper, 'base=/b,larger=/l,grid=reduced,seeds=1')
+  assert [p['name'] for p in with_larger] == ['sft_s0', 'dus40_s0', 'moe4-2_s0', 'larger_sft_s0',
+                                              'base', 'larger']
+  larger_sft = with_larger[3]   # trained from /l with its own shapes (the base's config else)
+  assert larger_sft['config.init_from'] == '/l' and larger_sft['config.model.d_ff'] == tiny.model.d_ff
+  assert with_larger[-1]['eval.ckpt'] == '/l'
   small = moesturizer.get_hyper(hyper, 'small,seeds=2,data_dir=/d')
   assert [p['name'] for p in small][-1] == 'larger_sft_s1'
   assert all('--data_dir=/d' in a for a in small[0]['eval.args'].split(' ; '))
