@@ -45,8 +45,9 @@ upcycle report's loss jump) and the router learns from the first step.
 `seq_len` (0: 512 with a real `base`, whose imported config says 128) is the
 SFT row: the default mixture's records render to 240 tokens on average with
 SmolLM2's template, and a record longer than a row loses the start of its
-prompt (the question, then the first choices): at 128, 90 % of them would. Every run is scored
-with `evals`: ' ; '-separated argument strings of moe_jax.evaluate, by
+prompt (the question, then the first choices): at 128, 90 % of them would.
+
+Every run is scored with `evals`: ' ; '-separated argument strings of moe_jax.evaluate, by
 default generate mode on ARC-E/C, GSM8K, MATH-500, MMLU, HellaSwag (seed
 004's suite offline, without GPQA and MMLU-Pro) and loglik on the
 multiple-choice ones, each on the same `limit` questions (`data_dir`: a tree
