@@ -60,7 +60,8 @@ def router_stats(sweep_dir):
           last = row
     if last is None:
       continue
-    layers = sorted({k.split('/')[1] for k in last if k.startswith('moe/')})
+    layers = sorted({k.split('/')[1] for k in last if k.startswith('moe/') and
+                     k.endswith('/entropy')})   # not moe/dispatch/... and the like
     loads = [last[f'moe/{n}/load'] for n in layers]
     mean = lambda xs: sum(xs) / len(xs)
     per_model[_SEED.sub('', os.path.basename(os.path.dirname(path)))].append((

@@ -126,7 +126,7 @@ def test_table_shows_the_router_of_the_last_logged_step(tmp_path):
         ('entropy', entropy + (0.1 if i else -0.1)), ('cv', cv),
         ('load', [top, 1 - top, 0.0, 0.0]))}
     (run / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in (
-        dict(step=1, loss=2.0, **early), dict(step=2, loss=1.0, **late),
+        dict(step=1, loss=2.0, **early), dict(step=2, loss=1.0, **{'moe/dispatch/x': 1}, **late),
         dict(step=2, val_loss=1.5))))
   text = table.table(str(tmp_path))
   assert '| moe4-2 | 50.0 (50.0-50.0, 2 seeds) | not recorded | H 1.100 / 1.386, CV 0.30, ' \
