@@ -28,6 +28,7 @@ from absl import flags
 
 from experiments import quickstart, report
 from experiments.merge import report as merge_report
+from experiments.moesturizer import letter_probe
 from experiments.seed000 import report as seed000_report
 from experiments.seed001 import report as seed001_report
 from experiments.seed002 import refit as seed002_refit
@@ -64,6 +65,7 @@ RENDERERS = {
     'experiments.seed002.refit': _markdown(seed002_refit.from_results),
     'experiments.seed003.report': _markdown(seed003_report.from_results),
     'experiments.merge.report': _markdown(merge_report.from_results),
+    'experiments.moesturizer.letter_probe': _markdown(letter_probe.from_results),
 }
 
 

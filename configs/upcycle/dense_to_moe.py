@@ -16,6 +16,12 @@ replicate runs of a study (seed 004's three seeds) start from their own router.
 default, as in configs/lm_moe.py:tiny, so the MoE this writes is the one that
 config describes and `expand_experts` (whose replica noise needs the bias)
 applies next; `bias=False` gives a router without it (seeds 002 and 004).
+`renormalize=False` keeps the picked softmax probabilities as the gates,
+seed 004's G(x) = TopK(softmax(Wx)): the copies' output is then scaled by
+the picked mass (not function-preserving: the report shows the loss jump),
+and the router learns from the first step, where with renormalised gates and
+identical copies the LM loss gives it no gradient at all
+(tests/models/test_router.py).
 """
 import ml_collections
 
@@ -27,12 +33,12 @@ def get_config(arg=None):
   d = recipes.defaults('dense_to_moe')
   arg = common.parse_arg(arg, experts=8, top_k=2, every=1, d_ff=0, init=d['expert_init'],
                          noise=d['noise'], drop_ratio=d['drop_ratio'],
-                         router_init=d['router_init'], seed=0, bias=True)
+                         router_init=d['router_init'], seed=0, bias=True, renormalize=True)
   up = common.upcycle()
   up.recipe, up.seed = 'dense_to_moe', arg.seed
   up.target = ml_collections.ConfigDict({'moe': dict(
       num_experts=arg.experts, top_k=arg.top_k, every=arg.every, d_ff=arg.d_ff,
-      renormalize=True, use_bias=arg.bias)})
+      renormalize=arg.renormalize, use_bias=arg.bias)})
   up.args = ml_collections.ConfigDict(dict(
       expert_init=arg.init, noise=arg.noise, drop_ratio=arg.drop_ratio,
       router_init=arg.router_init))

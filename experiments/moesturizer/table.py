@@ -6,14 +6,19 @@ Reads every RUN/benchmarks.<i>.jsonl (moe_jax.evaluate's lines) and prints a
 markdown table per mode: one row per model (runs `<model>_s<seed>` pooled
 over seeds), one column per task, accuracy in %. One seed: the accuracy and
 its 95 % interval; several: the mean and the seeds' spread (min-max), with n
-questions per seed. Generate mode adds the share of the multiple-choice
-answers each letter got (pooled over tasks and seeds) and, below the table,
-the gold letters' shares: a model that answers one letter to everything
-scores that letter's gold share. Nothing is written.
+questions per seed. Both modes add the share of the multiple-choice answers
+each letter got (pooled over tasks and seeds; loglik: the letter of the
+choice it picks) and, below the table, the gold letters' shares: a model
+that answers one letter to everything scores that letter's gold share. The
+router column is read from each MoE run's last logged training step
+(RUN/metrics.jsonl): the routing entropy against ln E (uniform routing), the
+load's coefficient of variation and the largest expert's load share, each
+averaged over layers and seeds. Nothing is written.
 """
 import collections
 import glob
 import json
+import math
 import os
 import re
 
@@ -48,6 +53,36 @@ def results(sweep_dir):
   return out
 
 
+def router_stats(sweep_dir):
+  """{model: (entropy, ln E, cv, max load)} from the last metrics.jsonl row
+  with MoE metrics of each `<model>_s<seed>` run, averaged over layers and seeds."""
+  per_model = collections.defaultdict(list)
+  for path in sorted(glob.glob(os.path.join(sweep_dir, '*', 'metrics.jsonl'))):
+    last = None
+    with open(path) as f:
+      for line in f:
+        row = json.loads(line)
+        if any(k.endswith('/entropy') and k.startswith('moe/') for k in row):
+          last = row
+    if last is None:
+      continue
+    layers = sorted({k.split('/')[1] for k in last if k.startswith('moe/') and
+                     k.endswith('/entropy')})   # not moe/dispatch/... and the like
+    loads = [last[f'moe/{n}/load'] for n in layers]
+    mean = lambda xs: sum(xs) / len(xs)
+    per_model[_SEED.sub('', os.path.basename(os.path.dirname(path)))].append((
+        mean([last[f'moe/{n}/entropy'] for n in layers]), mean([math.log(len(x)) for x in loads]),
+        mean([last[f'moe/{n}/cv'] for n in layers]), mean([max(x) for x in loads])))
+  return {m: tuple(sum(col) / len(col) for col in zip(*rows)) for m, rows in per_model.items()}
+
+
+def _router(stats):
+  if stats is None:
+    return '-'
+  entropy, uniform, cv, top = stats
+  return f'H {entropy:.3f} / {uniform:.3f}, CV {cv:.2f}, max load {100 * top:.0f} %'
+
+
 def _cell(rs):
   if len(rs) == 1:
     lo, hi = rs[0]['ci95']
@@ -68,27 +103,26 @@ def _letters(rs, key='letters'):
 
 def table(sweep_dir):
   lines = []
+  routers = router_stats(sweep_dir)
   for mode, models in sorted(results(sweep_dir).items()):
     names = sorted({t for tasks in models.values() for t in tasks})
     n = {t: max(r['n'] for m in models.values() for r in m.get(t, [])) for t in names}
-    letters = mode == 'generate'
     lines += [f'### {mode} ({"pass@1" if mode == "generate" else "acc_norm"}, %)', '',
               '| model | ' + ' | '.join(f'{t} (n={n[t]})' for t in names) +
-              (' | answer letters, % of MC answers |' if letters else ' |'),
-              '|---' * (len(names) + 1 + letters) + '|']
+              ' | answer letters, % of MC answers | router (last training step) |',
+              '|---' * (len(names) + 3) + '|']
     for model, tasks in models.items():
       pooled = [r for rs in tasks.values() for r in rs]
       lines.append(f'| {model} | ' + ' | '.join(_cell(tasks[t]) if t in tasks else '-'
                                                for t in names) +
-                   (f' | {_letters(pooled) or "not recorded"} |' if letters else ' |'))
-    if letters:
-      first = {}   # every model answers the same questions: one result per task
-      for m in models.values():
-        for t, rs in m.items():
-          first.setdefault(t, rs[0])
-      gold = _letters(list(first.values()), 'gold_letters')
-      lines += ['', f'gold letters of the questions (% of MC questions): {gold or "not recorded"}']
-    lines.append('')
+                   f' | {_letters(pooled) or "not recorded"} | {_router(routers.get(model))} |')
+    first = {}   # every model answers the same questions: one result per task
+    for m in models.values():
+      for t, rs in m.items():
+        first.setdefault(t, rs[0])
+    gold = _letters(list(first.values()), 'gold_letters')
+    lines += ['', f'gold letters of the questions (% of MC questions): {gold or "not recorded"}',
+              '']
   return '\n'.join(lines)
 
 

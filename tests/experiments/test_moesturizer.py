@@ -5,10 +5,11 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from experiments import hyper, runner
-from experiments.moesturizer import config as moesturizer, table
+from experiments.moesturizer import config as moesturizer, letter_probe, table
 from moe_jax.workdir import files
 from tests.eval import olmo_fixture
 
@@ -33,24 +34,42 @@ def test_a_chained_upcycle_grows_twice_then_trains_then_evaluates():
                                      '--x=1', '--out=/sw/base/benchmarks.0.jsonl'])]
 
 
-def test_the_grids():
+def test_the_grids(monkeypatch):
   names = lambda arg: [p['name'] for p in moesturizer.get_hyper(hyper, arg)]
-  assert names('small') == ['base', 'sft_s0', 'moe4-2_s0', 'dus40_moe4-2_s0']
-  assert names('seeds=3,grid=reduced') == ['base'] + [f'{r}_s{s}' for s in range(3)
-                                                     for r in ('sft', 'moe4-2')]
+  assert names('small') == ['base', 'larger', 'sft_s0', 'dus40_s0', 'moe4-2_s0',
+                            'dus40_moe4-2_s0', 'larger_sft_s0']
+  assert names('seeds=3,grid=reduced') == ['base', 'larger'] + [
+      f'{r}_s{s}' for s in range(3) for r in ('sft', 'dus40', 'moe4-2', 'larger_sft')]
+  points = {p['name']: p for p in moesturizer.get_hyper(hyper, 'small')}
+  # Seed 004's router, eq. 3: unnormalised top-k gates, in the upcycle and in training.
+  assert points['moe4-2_s0']['config.moe.renormalize'] is False
+  assert points['moe4-2_s0']['upcycle.config'].endswith('bias=False,renormalize=False')
+  assert points['dus40_s0']['upcycle.config'].endswith('grow_depth.py:method=dus,percent=40')
+  assert 'config.moe.num_experts' not in points['dus40_s0']
+  # The tiny Larger Dense holds 2 copies' worth of MLP: MoE 4-2's active size.
+  assert points['larger']['config.model.d_ff'] == points['larger_sft_s0']['config.model.d_ff'] \
+      == 2 * moesturizer.get_config('small').model.d_ff
   dus = next(p for p in moesturizer.get_hyper(hyper, 'small') if p['name'].startswith('dus'))
   assert dus['config.model.num_layers'] == 3   # the tiny base has 2 layers; 40 % adds 1
   assert dus['eval.args'] == ('--tasks=arc_easy,gsm8k --mode=generate --limit=2 --max_new_tokens=8'
                               ' ; --tasks=arc_easy --mode=loglik --limit=2')
   # A real base needs no run: its evaluation goes last, after the long SFT runs.
+  tiny = moesturizer._base_config(moesturizer._arg('small'))
+  monkeypatch.setattr(moesturizer, '_base_config', lambda arg, base=None: tiny)
   real = moesturizer.get_hyper(hyper, 'base=/b,grid=reduced,seeds=1,limit=200,long_limit=50')
-  assert [p['name'] for p in real] == ['sft_s0', 'moe4-2_s0', 'base']
+  assert [p['name'] for p in real] == ['sft_s0', 'dus40_s0', 'moe4-2_s0', 'base']
   assert real[-1]['eval.args'].split(' ; ') == [
       '--tasks=arc_easy,arc_challenge,hellaswag,mmlu --mode=generate --limit=200',
       '--tasks=gsm8k,math500 --mode=generate --limit=50',
       '--tasks=arc_easy,arc_challenge,hellaswag,mmlu --mode=loglik --limit=200']
+  with_larger = moesturizer.get_hyper(hyper, 'base=/b,larger=/l,grid=reduced,seeds=1')
+  assert [p['name'] for p in with_larger] == ['sft_s0', 'dus40_s0', 'moe4-2_s0', 'larger_sft_s0',
+                                              'base', 'larger']
+  larger_sft = with_larger[3]   # trained from /l with its own shapes (the base's config else)
+  assert larger_sft['config.init_from'] == '/l' and larger_sft['config.model.d_ff'] == tiny.model.d_ff
+  assert with_larger[-1]['eval.ckpt'] == '/l'
   small = moesturizer.get_hyper(hyper, 'small,seeds=2,data_dir=/d')
-  assert [p['name'] for p in small][-1] == 'dus40_moe4-2_s1'
+  assert [p['name'] for p in small][-1] == 'larger_sft_s1'
   assert all('--data_dir=/d' in a for a in small[0]['eval.args'].split(' ; '))
 
 
@@ -75,23 +94,46 @@ def test_table_pools_seeds(tmp_path):
     (tmp_path / run / 'benchmarks.0.jsonl').write_text(json.dumps(dict(
         task='arc_easy', mode='generate', n=4, accuracy=acc, ci95=[0.1, 0.9])) + '\n')
   text = table.table(str(tmp_path))
-  assert '| base | 50.0 [10, 90] | not recorded |' in text
-  assert '| sft | 50.0 (25.0-75.0, 2 seeds) | not recorded |' in text
+  assert '| base | 50.0 [10, 90] | not recorded | - |' in text
+  assert '| sft | 50.0 (25.0-75.0, 2 seeds) | not recorded | - |' in text
 
 
-def test_table_shows_the_answer_letters(tmp_path):
+def test_table_shows_the_answer_letters_in_both_modes(tmp_path):
   for run, letters in (('base', {'A': 1, 'B': 1, 'C': 2}), ('sft_s0', {'B': 4})):
     os.makedirs(tmp_path / run)
-    (tmp_path / run / 'benchmarks.0.jsonl').write_text(json.dumps(dict(
-        task='arc_easy', mode='generate', n=4, accuracy=0.25, ci95=[0.1, 0.9], letters=letters,
-        gold_letters={'A': 2, 'B': 1, 'D': 1})) + '\n')
+    (tmp_path / run / 'benchmarks.0.jsonl').write_text(''.join(json.dumps(dict(
+        task='arc_easy', mode=mode, n=4, accuracy=0.25, ci95=[0.1, 0.9], letters=letters,
+        gold_letters={'A': 2, 'B': 1, 'D': 1})) + '\n' for mode in ('generate', 'loglik')))
   text = table.table(str(tmp_path))
-  assert '| base | 25.0 [10, 90] | A 25 / B 25 / C 50 |' in text
-  assert '| sft | 25.0 [10, 90] | B 100 |' in text
-  assert 'gold letters of the questions (% of MC questions): A 50 / B 25 / D 25' in text
+  for mode in ('generate', 'loglik'):
+    section = text.split(f'### {mode}')[1].split('###')[0]
+    assert '| base | 25.0 [10, 90] | A 25 / B 25 / C 50 | - |' in section
+    assert '| sft | 25.0 [10, 90] | B 100 | - |' in section
+    assert 'gold letters of the questions (% of MC questions): A 50 / B 25 / D 25' in section
 
 
-def test_small_grid_end_to_end(tmp_path):   # 4 runs, 10 processes: ~50 s of CPU
+def test_table_shows_the_router_of_the_last_logged_step(tmp_path):
+  """Two seeds of an MoE run with 2 layers of 4 experts: the last row with
+  router metrics counts (a later row without them, the final eval, does not)."""
+  for seed, (entropy, cv, top) in enumerate(((1.0, 0.2, 0.6), (1.2, 0.4, 0.8))):
+    run = tmp_path / f'moe4-2_s{seed}'
+    os.makedirs(run)
+    (run / 'benchmarks.0.jsonl').write_text(json.dumps(dict(
+        task='arc_easy', mode='loglik', n=4, accuracy=0.5, ci95=[0.1, 0.9])) + '\n')
+    early = {f'moe/layers_{i}/{k}': v for i in (0, 1) for k, v in (
+        ('entropy', 1.386), ('cv', 0.0), ('load', [0.25] * 4))}
+    late = {f'moe/layers_{i}/{k}': v for i in (0, 1) for k, v in (
+        ('entropy', entropy + (0.1 if i else -0.1)), ('cv', cv),
+        ('load', [top, 1 - top, 0.0, 0.0]))}
+    (run / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in (
+        dict(step=1, loss=2.0, **early), dict(step=2, loss=1.0, **{'moe/dispatch/x': 1}, **late),
+        dict(step=2, val_loss=1.5))))
+  text = table.table(str(tmp_path))
+  assert '| moe4-2 | 50.0 (50.0-50.0, 2 seeds) | not recorded | H 1.100 / 1.386, CV 0.30, ' \
+         'max load 70 % |' in text
+
+
+def test_small_grid_end_to_end(tmp_path):   # 7 runs, 16 processes: ~80 s of CPU
   data = olmo_fixture.write_eval(str(tmp_path / 'olmo_eval'))
   workdir = tmp_path / 'grid'
   env = dict(os.environ, PYTHONPATH=_REPO)
@@ -100,6 +142,31 @@ def test_small_grid_end_to_end(tmp_path):   # 4 runs, 10 processes: ~50 s of CPU
                         cwd=_REPO, env=env, capture_output=True, text=True, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   text = table.table(str(workdir))
-  for row in ('base', 'sft', 'moe4-2', 'dus40_moe4-2'):
+  for row in ('base', 'larger', 'sft', 'dus40', 'moe4-2', 'dus40_moe4-2', 'larger_sft'):
     assert f'| {row} |' in text
+  moe_row = next(line for line in text.splitlines() if line.startswith('| moe4-2 |'))
+  assert ' | H ' in moe_row and ', CV ' in moe_row   # the router's statistics
   assert 'arc_easy (n=2)' in text and 'gsm8k (n=2)' in text
+
+
+def test_letter_probe_summary_and_its_table(tmp_path):
+  """Three questions, hand-made letter log-probabilities: the argmax letters,
+  the gold letter's loss over the vocabulary and among the letters."""
+  p = np.log(np.array([[0.4, 0.2, 0.1, 0.1],     # picks A, gold A
+                       [0.5, 0.1, 0.1, 0.1],     # picks A, gold C
+                       [0.1, 0.6, 0.1, 0.0]]))   # picks B, gold B; D is not a choice
+  p[2, 3] = -np.inf
+  got = letter_probe.summarise(p, [0, 2, 1], np.exp(p).sum(1))
+  assert (got['n'], got['letters'], got['gold_letters']) == (3, {'A': 2, 'B': 1},
+                                                              {'A': 1, 'B': 1, 'C': 1})
+  assert got['accuracy'] == 2 / 3
+  np.testing.assert_allclose(got['letter_loss'], -np.log([0.4, 0.1, 0.6]).mean())
+  np.testing.assert_allclose(got['letter_loss_among'],
+                             -np.log([0.4 / 0.8, 0.1 / 0.8, 0.6 / 0.8]).mean())
+  np.testing.assert_allclose(got['letter_mass'], (0.8 + 0.8 + 0.8) / 3)
+  path = tmp_path / 'probe.json'
+  path.write_text(json.dumps(dict(rows=[dict(model='Base', command='c', lines=[
+      dict(task='arc_easy', **got)], train_loss=[[1, 0.5], [20, 0.25]])])))
+  row = letter_probe.from_results(str(path)).splitlines()[2]
+  assert row.startswith('| Base | arc_easy (3) | 66.7 [') and '| A 67 / B 33 | A 33 / B 33 / C 33 |' in row
+  assert row.endswith('| 0.80 | 0.500 (step 1) -> 0.250 (step 20) |')

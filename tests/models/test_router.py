@@ -190,3 +190,27 @@ def test_health_is_seed_001s_monitor(loads):
   assert bool(got['healthy']) == want['healthy']
   np.testing.assert_allclose((got['min_load'], got['max_load']), (min(loads), max(loads)),
                              rtol=1e-6)
+@pytest.mark.parametrize('renormalize', [True, False])
+def test_copied_experts_teach_the_router_only_with_unnormalised_gates(renormalize):
+  """Upcycled copies (dense_to_moe init=copy) with renormalised top-k gates
+  compute the dense MLP whatever the router says, so the LM loss gives the
+  router no gradient at all and it stays where it started (seed 004's runs
+  before 2026-11-26). Seed 004's gates, TopK(softmax(Wx)) unnormalised, scale
+  the copies' output by the picked probabilities: the router learns from step 0."""
+  from moe_jax.models import moe  # pylint: disable=g-import-not-at-top
+  from tests.models import fixtures  # pylint: disable=g-import-not-at-top
+  cfg = fixtures.tiny_model_config(num_experts=4, top_k=2, renormalize=renormalize,
+                                   dispatch='einsum', capacity_factor=4.0)
+  layer = moe.MoE(cfg)
+  x_BLD = jax.random.normal(jax.random.key(0), (2, 7, 32))
+  tokens_BL, valid_BL = jnp.zeros((2, 7), jnp.int32), jnp.ones((2, 7), bool)
+  params = layer.init(jax.random.key(1), x_BLD, tokens_BL, valid_BL)['params']
+  params['experts'] = jax.tree.map(lambda w: jnp.broadcast_to(w[:1], w.shape),
+                                   params['experts'])   # every expert a copy of expert 0
+  c_BLD = jax.random.normal(jax.random.key(2), x_BLD.shape)
+  loss = lambda p: jnp.sum(layer.apply({'params': p}, x_BLD, tokens_BL, valid_BL)[0] * c_BLD)
+  g = jax.grad(loss)(params)['router']['w']
+  if renormalize:
+    np.testing.assert_allclose(g, 0.0, atol=1e-6)
+  else:
+    assert float(jnp.abs(g).max()) > 1e-4   # ~3e-3 here; the renormalised case is < 1e-6
