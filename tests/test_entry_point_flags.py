@@ -10,7 +10,7 @@ from tests.robustness import harness
 MODULES = ('moe_jax.evaluate', 'moe_jax.main', 'moe_jax.interop.import_hf',
            'moe_jax.interop.export_hf', 'moe_jax.data.sft_mix', 'experiments.run',
            'experiments.moesturizer.table', 'moe_jax.plan', 'moe_jax.lineage', 'moe_jax.generate',
-           'moe_jax.inspect', 'moe_jax.data.prepare')
+           'moe_jax.inspect', 'moe_jax.data.prepare', 'experiments.moesturizer.letter_probe')
 
 
 def test_entry_points_import_together_and_define_no_flags():

@@ -37,12 +37,16 @@ from moe_jax.data import prompts
 from moe_jax.errors import ConfigError
 from moe_jax.eval import harness, loglik, restore, tasks
 
-_CKPT = flags.DEFINE_string('ckpt', None, 'A workdir or a checkpoint step directory.')
-_TASKS = flags.DEFINE_list('tasks', ['arc_easy'], 'Multiple-choice tasks.')
-_LIMIT = flags.DEFINE_integer('limit', 100, 'Questions per task (a seeded subset).')
-_SEED = flags.DEFINE_integer('seed', 0, 'Subset seed.')
-_OUT = flags.DEFINE_string('out', None, 'Also write the lines to this file.')
-_RESULTS = flags.DEFINE_string('results', None, 'Print the table of this results file instead.')
+
+def define_flags():
+  """The command line; defined only when run as a program (check_docs imports
+  this module beside other entry points)."""
+  flags.DEFINE_string('ckpt', None, 'A workdir or a checkpoint step directory.')
+  flags.DEFINE_list('tasks', ['arc_easy'], 'Multiple-choice tasks.')
+  flags.DEFINE_integer('limit', 100, 'Questions per task (a seeded subset).')
+  flags.DEFINE_integer('seed', 0, 'Subset seed.')
+  flags.DEFINE_string('out', None, 'Also write the lines to this file.')
+  flags.DEFINE_string('results', None, 'Print the table of this results file instead.')
 
 
 def letter_ids(tok, count):
@@ -135,12 +139,13 @@ def main_fn(ckpt, names, limit, seed, out):
 
 def main(argv):
   del argv
-  if _RESULTS.value:
-    print(cli.run_reporting_errors(from_results, _RESULTS.value), end='')
+  f = flags.FLAGS
+  if f.results:
+    print(cli.run_reporting_errors(from_results, f.results), end='')
     return
-  cli.run_reporting_errors(main_fn, _CKPT.value, _TASKS.value, _LIMIT.value, _SEED.value,
-                           _OUT.value)
+  cli.run_reporting_errors(main_fn, f.ckpt, f.tasks, f.limit, f.seed, f.out)
 
 
 if __name__ == '__main__':
+  define_flags()
   cli.run_app(main)
