@@ -79,6 +79,7 @@ def prepare(out, budget):
   if budget < 10 * PIECE:
     raise ConfigError(f'--bytes={budget} must be at least {10 * PIECE} (ten pieces)')
   parent = os.path.dirname(os.path.abspath(out))
+  os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(prefix='.domains-', dir=parent)
   counts = {}
   try:

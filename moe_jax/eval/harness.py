@@ -217,10 +217,10 @@ def evaluate_checkpoint(ckpt, config, names, mode, limit=None, seed=0, data_dir=
   names = check(names, mode, limit)
   if out and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
     raise ConfigError(f'--out={out}: no such directory')
-  if out:   # evaluating only reads its workdir
-    containment.apart(out, '--out', os.path.dirname(checkpoint.resolve(ckpt)[0]), '--ckpt',
-                      'workdir')
   questions = questions_of(names, limit, seed, data_dir)
+  if out:   # a results file beside the run (the launcher's benchmarks.N.jsonl), never over it
+    containment.apart(out, '--out', os.path.dirname(checkpoint.resolve(ckpt)[0]), '--ckpt',
+                      'workdir', inside_ok=True)
   loaded = restore.load(ckpt, config)
   lines = []
   for result in run(loaded, questions, mode, max_new_tokens, limit, seed):

@@ -182,10 +182,8 @@ ROWS = [
           _task_data(**_NO_CHOICES), module='moe_jax.evaluate'),
     param('task_no_query', TASKS, r"field 'query' must be a non-empty str, got None",
           _task_data(**_NO_QUERY), module='moe_jax.evaluate'),
-    # --out of evaluate --tasks: anywhere but in the workdir it reads.
-    param('task_out_inside_the_workdir', TASKS + ' --out={wd}/tasks.jsonl',
-          r'--out=.*tasks.jsonl .* must lie outside --ckpt \(workdir ', _task_data(**_DOC),
-          module='moe_jax.evaluate'),
+    # --out of evaluate --tasks: a file beside the run (the launcher writes
+    # benchmarks.N.jsonl there), never the workdir itself.
     param('task_out_the_workdir_itself', TASKS + ' --out={wd}', r'must lie outside --ckpt',
           _task_data(**_DOC), module='moe_jax.evaluate'),
 ]
