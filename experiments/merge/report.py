@@ -30,6 +30,7 @@ from moe_jax.upcycle import merge_router
 from moe_jax.workdir import files
 
 REPORT_FILE, RESULTS_FILE, PLOT = 'merge.md', 'merge.json', 'merge_routing.png'
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def domain_batches(data, domain, config, tok):
@@ -127,13 +128,20 @@ def plot(results, path):
   plt.close(fig)
 
 
+def _spec(saved):
+  """The sweep's --config as the repository names it (the launcher saves it
+  resolved; a results file committed to docs names no path of one machine)."""
+  spec = saved.get('config')
+  return os.path.relpath(spec, _REPO) if spec and spec.startswith(_REPO + os.sep) else spec
+
+
 def write(sweep_dir, data):
   if not data:
     raise ConfigError('--data=DIR (the domains the sweep trained on) is required')
   results = dict(measure(sweep_dir, data), note='one seed, no interval',
                  date=datetime.date.today().isoformat(),
                  machine=f'{platform.machine()} CPU, {os.cpu_count()} cores',
-                 sweep=sweep.read_json(os.path.join(sweep_dir, sweep.SWEEP_FILE), {}).get('config'))
+                 sweep=_spec(sweep.read_json(os.path.join(sweep_dir, sweep.SWEEP_FILE), {})))
   files.write_json(os.path.join(sweep_dir, RESULTS_FILE), results)
   if results['share']:
     os.makedirs(os.path.join(sweep_dir, 'plots'), exist_ok=True)

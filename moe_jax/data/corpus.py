@@ -184,17 +184,27 @@ class TextFiles(sources.Source):
     return text_files(data.patterns, data.get('encoding', ''))
 
 
+def _hash_order(docs, salt):
+  """The distinct document names in a seeded, content-independent order."""
+  return sorted({d.name for d in docs},
+                key=lambda n: hashlib.sha256(f'{salt}{n}'.encode()).digest())
+
+
+def _head(names, fraction):
+  """The first `fraction` of `names` (at least one, never all)."""
+  return set(names[:min(len(names) - 1, max(1, round(len(names) * fraction)))])
+
+
 def split(docs, val_fraction, split_seed=0):
   """(train, validation) lists of whole documents, each in corpus order.
   Documents that share a name (an SFT record drawn twice) fall on one side."""
   if not 0 < val_fraction < 1:
     raise ConfigError(f'data.val_fraction={val_fraction} must be in (0, 1)')
-  names = sorted({d.name for d in docs},
-                 key=lambda n: hashlib.sha256(f'{split_seed}:{n}'.encode()).digest())
+  names = _hash_order(docs, f'{split_seed}:')
   if len(names) < 2:
     raise ConfigError(f'the corpus has {len(names)} distinct document(s); a train/validation '
                       'split by document needs at least 2')
-  val = set(names[:min(len(names) - 1, max(1, round(len(names) * val_fraction)))])
+  val = _head(names, val_fraction)
   return [d for d in docs if d.name not in val], [d for d in docs if d.name in val]
 
 
@@ -210,10 +220,9 @@ def part(train, which, cpt_fraction, split_seed=0):
     return train
   if not 0 < cpt_fraction < 1:
     raise ConfigError(f'data.cpt_fraction={cpt_fraction} must be in (0, 1)')
-  names = sorted({d.name for d in train},
-                 key=lambda n: hashlib.sha256(f'part:{split_seed}:{n}'.encode()).digest())
+  names = _hash_order(train, f'part:{split_seed}:')
   if len(names) < 2:
     raise ConfigError(f'data.part={which!r}: the training split has {len(names)} distinct '
                       'document(s); two parts by document need at least 2')
-  cpt = set(names[:min(len(names) - 1, max(1, round(len(names) * cpt_fraction)))])
+  cpt = _head(names, cpt_fraction)
   return [d for d in train if (d.name in cpt) == (which == 'cpt')]
