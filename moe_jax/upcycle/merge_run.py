@@ -16,9 +16,7 @@ source in `parents` and carries the other sources' own records in
 merged model starts a fresh data stream (each source read its own). Nothing
 is written before every check has passed; --dst appears whole or not at all.
 """
-import json
 import os
-import shutil
 
 import jax
 
@@ -26,7 +24,7 @@ from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import mapping, merge_router, paths, recipes, run, transition
 from moe_jax.upcycle.recipes import merge as merge_recipe
-from moe_jax.workdir import checkpoint, containment, files, lineage, placement, run_record, staging
+from moe_jax.workdir import checkpoint, containment, lineage, placement, run_record, staging
 
 _SAME_GROUPS = ('model', 'moe')
 
@@ -187,17 +185,8 @@ def merge_checkpoints(up_config, srcs, dst, overwrite=False):
   history = lineage.grow(*lineage.at_checkpoint(sources[0].ckpt), lineage.stage(
       dst, 0, run_info['tokens_per_step'], run_info['model'], origin))
 
-  with staging.staged(dst) as tmp:
-    for name in pipeline.TOKENIZER_FILES:   # the same in every source (checked)
-      if os.path.exists(os.path.join(sources[0].workdir, name)):
-        shutil.copy(os.path.join(sources[0].workdir, name), tmp)
-    files.write_config(tmp, dst_config)
-    files.write_json(os.path.join(tmp, 'upcycle_report.json'), report)
-    run_record.write(tmp, run_info)
-    lineage.write(tmp, history)
-    out = checkpoint.Manager(os.path.join(tmp, files.CHECKPOINTS), async_save=False)
-    out.save(0, dst_params, meta=dict(
-        upcycled_from=[s.ckpt for s in sources], recipe='merge', seed=up.seed,
-        lineage=history, config=json.loads(dst_config.to_json_best_effort())))
-    out.close()
+  # The tokenizer files are the same in every source (checked); the merged
+  # model starts a fresh data stream.
+  run.write_workdir(dst, sources[0].workdir, dst_config, report, run_info, history, dst_params,
+                    dict(upcycled_from=[s.ckpt for s in sources], recipe='merge', seed=up.seed))
   return report

@@ -95,10 +95,24 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
       start_step=0, how='upcycle', parent=dict(checkpoint=dst_config.upcycle.source, step=step),
       tokens_per_step=run_info['tokens_per_step'], model=run_info['model'])
 
+  # The data stream goes on where the source stopped (seed 000 §5.1: CPT reads
+  # data pre-training did not); a resumed or grown run keeps seed, batch_size
+  # and seq_len (files.check_compatible), so the position holds.
+  write_workdir(dst, src_workdir, dst_config, report, run_info, history, dst_params,
+                dict(upcycled_from=report['source'], recipe=up.recipe, seed=up.seed),
+                scores=scores, data_state=restored['data'])
+  return report
+
+
+def write_workdir(dst, tokenizer_workdir, dst_config, report, run_info, history, params, meta,
+                  scores=None, data_state=None):
+  """The grown model as a new workdir `dst`, whole or absent: the tokenizer
+  files of `tokenizer_workdir`, config, upcycle report (and scores), run
+  record, lineage and the step-0 checkpoint (`meta` plus lineage and config)."""
   with staging.staged(dst) as tmp:
     for name in pipeline.TOKENIZER_FILES:   # the tokenizer goes with the model
-      if os.path.exists(os.path.join(src_workdir, name)):
-        shutil.copy(os.path.join(src_workdir, name), tmp)
+      if os.path.exists(os.path.join(tokenizer_workdir, name)):
+        shutil.copy(os.path.join(tokenizer_workdir, name), tmp)
     files.write_config(tmp, dst_config)
     files.write_json(os.path.join(tmp, 'upcycle_report.json'), report)
     if scores:
@@ -106,11 +120,6 @@ def upcycle_checkpoint(up_config, src, dst, overwrite=False):
     run_record.write(tmp, run_info)
     lineage.write(tmp, history)
     out = checkpoint.Manager(os.path.join(tmp, files.CHECKPOINTS), async_save=False)
-    # The data stream goes on where the source stopped (seed 000 §5.1: CPT
-    # reads data pre-training did not); a resumed or grown run keeps seed,
-    # batch_size and seq_len (files.check_compatible), so the position holds.
-    out.save(0, dst_params, data_state=restored['data'], meta=dict(
-        upcycled_from=report['source'], recipe=up.recipe, seed=up.seed,
-        lineage=history, config=json.loads(dst_config.to_json_best_effort())))
+    out.save(0, params, data_state=data_state, meta=dict(
+        meta, lineage=history, config=json.loads(dst_config.to_json_best_effort())))
     out.close()
-  return report
