@@ -178,7 +178,9 @@ def base():
   config.total_steps = 300
   config.batch_size = 16
   config.seq_len = 128
-  config.grad_accum_steps = 1  # microbatches per step, one optimizer update (train/step.py)
+  # Microbatches per step, one optimizer update (train/step.py); 0: auto (on CPU
+  # cache-sized microbatches when exact without an extra pass, else 1: train/accumulate.py).
+  config.grad_accum_steps = 0
   config.log_every_steps = 10
   config.eval_every_steps = 100
   config.eval_batches = 8

@@ -37,16 +37,15 @@ def _jax_parts(case, dispatch):
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import optax  # pylint: disable=g-import-not-at-top
-  from moe_jax.models import attention, losses, mlp, moe, router  # pylint: disable=g-import-not-at-top,multiple-imports
-  from moe_jax.train import step as step_lib  # pylint: disable=g-import-not-at-top
+  from moe_jax.models import attention, mlp, moe, router  # pylint: disable=g-import-not-at-top,multiple-imports
+  from moe_jax.train import accumulate  # pylint: disable=g-import-not-at-top
   side = cpu_step.JaxSide(case, dispatch)
   program, batch = side.program, side.batch
   model, cfg = program.model, program.model.cfg
   params = jax.tree.map(jnp.copy, side.state.params)   # side.run donates side.state
 
   def loss(p):
-    logits, aux = step_lib._forward(model, p, batch, True, jax.random.key(0))  # pylint: disable=protected-access
-    ce, _ = losses.cross_entropy(logits, batch['targets'], batch['loss_mask'])
+    ce, _, aux = accumulate.loss_terms(model, p, batch, jax.random.key(0))
     return ce + aux['aux_loss'], aux
 
   fwd = jax.jit(lambda p: loss(p)[0])

@@ -10,6 +10,10 @@ AdamW with clipping):
   moe8     E=8 experts of 192, top-2     vs MixtralForCausalLM
   fine16   E=16 experts of 64, top-2     vs MixtralForCausalLM (the
            fine-grained regime of the seed-000 experiments)
+and at issue 38's larger shape (d_model 256, 8 heads / 4 kv heads of 32,
+batch 4 x 512, the same 2,048 tokens a step):
+  dense_d256  MLP 1024                   vs LlamaForCausalLM
+  moe4_d256   E=4 experts of 512, top-2  vs MixtralForCausalLM
 moe_jax runs the trainer's own jitted step (`moe_jax.train.program.build`:
 donated state, the quickstart's router bias update, balance and z losses), once
 per `--dispatch` path; transformers runs forward with labels (the Mixtral
@@ -42,7 +46,11 @@ CASES = {   # name -> (experts, expert width); 0 experts: dense MLP of 384
     'moe4': (4, 192),
     'moe8': (8, 192),
     'fine16': (16, 64),
+    'dense_d256': (0, 0),
+    'moe4_d256': (4, 512),
 }
+D256 = dict(model=dict(d_model=256, num_heads=8, num_kv_heads=4, head_dim=32, d_ff=1024),
+            batch_size=4, seq_len=512)
 VOCAB = 259   # the byte tokenizer's
 
 
@@ -52,6 +60,9 @@ def make_config(case, dispatch='auto'):
   experts, width = CASES[case]
   config = quickstart.get_config(f'experts={max(experts, 1)}')
   config.model.update(vocab_size=VOCAB, d_ff=384)   # quickstart's width is now the experts'
+  if case.endswith('_d256'):
+    config.model.update(D256['model'])
+    config.update(batch_size=D256['batch_size'], seq_len=D256['seq_len'])
   config.moe.num_experts = experts
   if experts:
     config.moe.update(d_ff=width, dispatch=dispatch)
@@ -86,7 +97,8 @@ class JaxSide:
     self.program = program_lib.build(config, placement.make_mesh(config.mesh))
     self.state = program_lib.init_state(self.program, config.seed)
     resolve = getattr(dispatch_lib, 'resolve', lambda name: name)   # a checkout before 'auto'
-    self.info = dict(dispatch=resolve(dispatch) if CASES[case][0] else None)
+    self.info = dict(dispatch=resolve(dispatch) if CASES[case][0] else None,
+                     grad_accum_steps=getattr(self.program, 'grad_accum_steps', 1))
 
   def run(self, steps):
     """`steps` train steps, the batch put on the device each step as the
@@ -238,19 +250,25 @@ def median(values):
   return (values[n // 2] + values[(n - 1) // 2]) / 2 if n else None
 
 
+def tokens_per_step(case):
+  config = make_config(case)
+  return config.batch_size * config.seq_len
+
+
 def summarize(rows, tokens_per_step):
   """Adds tokens per second and per CPU second (medians), and each moe_jax
-  row's ratios against transformers."""
+  row's ratios against transformers; `tokens_per_step(case)`."""
   torch_rows = {r['case']: r for r in rows if r['side'] == 'torch' and r.get('seconds')}
   for r in rows:
     if not r.get('seconds'):
       continue
     ref = torch_rows.get(r['case'])
     for key, out in (('seconds', 'tokens_per_s'), ('cpu_seconds', 'tokens_per_cpu_s')):
-      rate = [tokens_per_step * r['steps'] / s for s in r[key]]
+      tokens = tokens_per_step(r['case'])
+      rate = [tokens * r['steps'] / s for s in r[key]]
       r[out] = median(rate)
       if r['side'] != 'torch' and ref:
-        ref_rate = [tokens_per_step * ref['steps'] / s for s in ref[key]]
+        ref_rate = [tokens * ref['steps'] / s for s in ref[key]]
         r[out.replace('tokens_per', 'ratio')] = median(
             [a / b for a, b in zip(rate, ref_rate)])
   return rows
@@ -327,8 +345,7 @@ def main(argv=None):
         r['seconds'].append(reply['seconds'])
         r['cpu_seconds'].append(reply['cpu_seconds'])
         r['loss'] = reply['loss']
-  config = make_config(cases[0])
-  summarize(rows, config.batch_size * config.seq_len)
+  summarize(rows, tokens_per_step)
   meta = dict(
       date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
       cpu=_cpu_model(), machine_cores=os.cpu_count(), threads=args.threads,

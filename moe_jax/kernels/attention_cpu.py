@@ -11,7 +11,8 @@ The reference materialises all [B, G, Q, S] float32 scores and runs QK^T,
 mask, softmax and PV, and their backward, as whole-array passes. Here a
 `fori_loop` takes one (b, g) tile at a time through all of them, so its [Q, S]
 scores stay in cache, as the grouped MoE loop does for its row tiles
-(kernels/grouped.py). The custom VJP saves only the output and the row
+(kernels/grouped.py); the mask enters each tile as an additive bias built once
+for the batch (`mask_bias`). The custom VJP saves only the output and the row
 log-sum-exp [B, G, Q] and recomputes each tile's probabilities in the
 backward loop, rather than storing them. On a full pass (queries in slots
 0 ... S - 1) `query_block` splits each tile further into query blocks that
@@ -46,14 +47,24 @@ def reference(q_BGQK, k_BGSK, v_BGSK, q_segment_ids_BL, kv_segment_ids_BS, q_slo
   return jnp.einsum('bgqs,bgsk->bgqk', probs_BGQS, v_BGSK)
 
 
-def _logits(q_QK, k_SK, ok_LS):
-  """Scaled, masked float32 scores [Q, S] of one tile."""
+def mask_bias(q_segment_ids_BL, kv_segment_ids_BS, q_slots_L):
+  """[B, L, S] float32 added to the scores: 0 where `allowed`, else _MASKED.
+  Built once outside the loop, it turns the tile's mask into an add that
+  XLA:CPU fuses with the softmax; computing the mask per tile from segment ids
+  put compares and a dynamic slice into that fusion and made it ~6x slower per
+  element (docs/benchmarks.md, "Attention in the step")."""
+  ok_BLS = jax.vmap(allowed, (0, 0, None))(q_segment_ids_BL, kv_segment_ids_BS, q_slots_L)
+  return jnp.where(ok_BLS, 0.0, _MASKED).astype(jnp.float32)
+
+
+def _logits(q_QK, k_SK, bias_LS):
+  """Scaled, masked float32 scores [Q, S] of one tile. A masked score is
+  score + _MASKED, which rounds to _MASKED: exp gives 0 as the reference's."""
   q, k = q_QK.shape
-  s, length = k_SK.shape[0], ok_LS.shape[0]
+  s, length = k_SK.shape[0], bias_LS.shape[0]
   logits_QS = jnp.dot(q_QK, k_SK.T, preferred_element_type=jnp.float32) / jnp.sqrt(
       jnp.float32(k))
-  logits_RLS = jnp.where(ok_LS, logits_QS.reshape(q // length, length, s), _MASKED)
-  return logits_RLS.reshape(q, s)
+  return (logits_QS.reshape(q // length, length, s) + bias_LS).reshape(q, s)
 
 
 def _tile(a, i, g):
@@ -98,14 +109,15 @@ def _forward(q_BGQK, k_BGSK, v_BGSK, q_segment_ids_BL, kv_segment_ids_BS, q_slot
   length, s = q_slots_L.shape[0], k_BGSK.shape[2]
   r = q // length
 
+  bias_BLS = mask_bias(q_segment_ids_BL, kv_segment_ids_BS, q_slots_L)
+
   def body(i, carry):
     out_BGQK, lse_BGQ = carry
     q_QK, k_SK, v_SK = (_tile(a, i, g) for a in (q_BGQK, k_BGSK, v_BGSK))
+    bias_LS = bias_BLS[i // g]
     outs, lses = [], []
     for q0, q1, s1 in _blocks(length, s, block):
-      ok_LS = allowed(q_segment_ids_BL[i // g, q0:q1], kv_segment_ids_BS[i // g, :s1],
-                      q_slots_L[q0:q1])
-      logits_QS = _logits(_rows(q_QK, r, q0, q1), k_SK[:s1], ok_LS)
+      logits_QS = _logits(_rows(q_QK, r, q0, q1), k_SK[:s1], bias_LS[q0:q1, :s1])
       max_Q = jnp.max(logits_QS, axis=-1, keepdims=True)
       e_QS = jnp.exp(logits_QS - max_Q)
       sum_Q = jnp.sum(e_QS, axis=-1, keepdims=True)
@@ -157,19 +169,21 @@ def _blocked_bwd(block, saved, dout_BGQK):
   f32 = lambda a: a.astype(jnp.float32)
   # delta_q = sum_s p_qs dp_qs = dout_q . out_q: softmax's backward needs only a row vector.
   delta_BGQ = jnp.einsum('bgqk,bgqk->bgq', f32(dout_BGQK), f32(out_BGQK))
+  bias_BLS = mask_bias(q_seg_BL, kv_seg_BS, q_slots_L)
 
   def body(i, carry):
     dq_BGQK, dk_BGSK, dv_BGSK = carry
     q_QK, k_SK, v_SK, dout_QK = (f32(_tile(a, i, g))
                                  for a in (q_BGQK, k_BGSK, v_BGSK, dout_BGQK))
     lse_Q, delta_Q = _tile(lse_BGQ, i, g), _tile(delta_BGQ, i, g)
+    bias_LS = bias_BLS[i // g]
     dqs, dk_SK, dv_SK = [], jnp.zeros_like(k_SK), jnp.zeros_like(v_SK)
     for q0, q1, s1 in _blocks(length, s, block):
-      ok_LS = allowed(q_seg_BL[i // g, q0:q1], kv_seg_BS[i // g, :s1], q_slots_L[q0:q1])
       q_JK, dout_JK = _rows(q_QK, r, q0, q1), _rows(dout_QK, r, q0, q1)
       # The forward's probabilities, rebuilt from its log-sum-exp (the forward
       # rounds them to the input dtype before PV; so does this).
-      probs_JS = jnp.exp(_logits(q_JK, k_SK[:s1], ok_LS) - _rows(lse_Q, r, q0, q1)[:, None])
+      probs_JS = jnp.exp(_logits(q_JK, k_SK[:s1], bias_LS[q0:q1, :s1])
+                         - _rows(lse_Q, r, q0, q1)[:, None])
       probs_JS = f32(probs_JS.astype(q_BGQK.dtype))
       dprobs_JS = jnp.dot(dout_JK, v_SK[:s1].T)
       dlogits_JS = probs_JS * (dprobs_JS - _rows(delta_Q, r, q0, q1)[:, None]) * scale

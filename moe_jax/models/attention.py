@@ -26,11 +26,11 @@ from moe_jax.models import rope
 
 
 # The attention path per platform ('auto'), as `dispatch.AUTO` for the MoE
-# layer. The blocked loop of kernels/attention_cpu.py takes 0.34-0.84x the
-# reference's CPU time forward+backward alone, but the quickstart's whole
-# training step ran ~8 % slower with it (docs/benchmarks.md, "Attention
-# alone"), so every platform keeps the reference until a step shows a gain.
-AUTO = {}
+# layer. On CPU the blocked loop of kernels/attention_cpu.py, since its mask
+# became an additive bias built outside the loop: the quickstart's training
+# step takes 0.88-0.92x the reference's CPU time with it, and 0.68-0.78x at
+# d_model 256 / seq_len 512 (docs/benchmarks.md, "Attention in the step").
+AUTO = {'cpu': 'blocked'}
 AUTO_DEFAULT = 'reference'
 
 
@@ -67,9 +67,10 @@ class Attention(nn.Module):
     if cfg.qk_norm:
       q_BLHK = layers.RMSNorm(cfg.norm_eps, dtype, name='q_norm')(q_BLHK)
       k_BLGK = layers.RMSNorm(cfg.norm_eps, dtype, name='k_norm')(k_BLGK)
-    freq = rope.frequencies(cfg)
-    q_BLHK = rope.apply(q_BLHK, positions_BL, freq)
-    k_BLGK = rope.apply(k_BLGK, positions_BL, freq)
+    # A full pass (no KV cache) holds positions below its length L.
+    freq, bound = rope.frequencies(cfg), None if decode else x_BLD.shape[1]
+    q_BLHK = rope.apply(q_BLHK, positions_BL, freq, bound)
+    k_BLGK = rope.apply(k_BLGK, positions_BL, freq, bound)
     q_BLHK = nn.with_logical_constraint(q_BLHK, ('batch', 'length', 'heads', 'head_dim'))
 
     b, length = x_BLD.shape[:2]

@@ -31,10 +31,34 @@ def frequencies(cfg):
   return freq.astype(np.float32)
 
 
-def apply(x_BLHK, positions_BL, freq_K):
-  """x rotated by angle position * freq, pairing dim i with dim i + K/2."""
-  angle_BLK = positions_BL[..., None].astype(jnp.float32) * freq_K
-  sin, cos = jnp.sin(angle_BLK)[:, :, None, :], jnp.cos(angle_BLK)[:, :, None, :]
+def _table(freq_K, n):
+  """(sin, cos) [n, K/2] float32 of the float32 angles p * freq for p < n,
+  rounded from float64 on the host: a constant of the compiled model."""
+  angle_NK = (np.arange(n, dtype=np.float32)[:, None] * np.asarray(freq_K, np.float32))
+  angle_NK = angle_NK.astype(np.float64)
+  return np.sin(angle_NK).astype(np.float32), np.cos(angle_NK).astype(np.float32)
+
+
+def apply(x_BLHK, positions_BL, freq_K, max_position=None):
+  """x rotated by angle position * freq, pairing dim i with dim i + K/2.
+
+  With `max_position` (positions known to lie below it: a full pass, where
+  they restart at 0 in each packed document of an L-slot row) sin and cos
+  are read from a host-built table, where a position at or past it reads
+  NaN rather than a wrong angle. Computed on the device instead, XLA:CPU
+  fused them into the rotation and evaluated them again for every head and
+  every use: four transcendentals per element made RoPE of q the costliest
+  elementwise pass of the quickstart's step (docs/benchmarks.md, "Attention
+  in the step"). The table's values are the correctly rounded sin and cos of
+  the same float32 angles.
+  """
+  if max_position is None:
+    angle_BLK = positions_BL[..., None].astype(jnp.float32) * freq_K
+    sin_BLK, cos_BLK = jnp.sin(angle_BLK), jnp.cos(angle_BLK)
+  else:
+    read = lambda t_NK: jnp.take(t_NK, positions_BL, axis=0, mode='fill', fill_value=jnp.nan)
+    sin_BLK, cos_BLK = (read(t) for t in _table(freq_K, max_position))
+  sin, cos = sin_BLK[:, :, None, :], cos_BLK[:, :, None, :]
   x1, x2 = jnp.split(x_BLHK.astype(jnp.float32), 2, axis=-1)
   out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
   return out.astype(x_BLHK.dtype)

@@ -16,11 +16,47 @@ term is rebuilt with the whole batch's normalisers:
 Two things are per microbatch by nature: router jitter draws its noise per
 microbatch, and capacity-factor dispatch (einsum) gives each microbatch its
 own capacity (dropped_frac is then a token-weighted mean).
+
+`grad_accum_steps=0` ('auto', the default) picks the count per platform
+(`steps`): microbatches also make the CPU step faster, not only smaller.
 """
 import jax
 import jax.numpy as jnp
 
 from moe_jax.models import losses, router, transformer
+
+# Tokens per device of one microbatch under grad_accum_steps=0 on CPU. XLA:CPU
+# runs the step as whole-array passes whose speed is set by memory traffic:
+# at the quickstart's shapes a 512-token microbatch keeps its activations in
+# cache, and the dense step took 0.63x the CPU time of the whole 2048-token
+# batch (1024 tokens: 0.88x, 256: 0.65x; docs/benchmarks.md, "Microbatches
+# on CPU").
+CPU_MICROBATCH_TOKENS = 512
+
+
+def needs_count_pass(cfg):
+  """Whether accumulation must first route every microbatch to learn the
+  batch's expert load: the global balance loss weighs each microbatch's P_e
+  by it (module docstring)."""
+  return bool(cfg.moe_layers) and cfg.moe.balance_scope == 'global'
+
+
+def steps(config, cfg, rows_per_device, platform):
+  """The microbatch count a step runs: `config.grad_accum_steps`, or for 0
+  ('auto') on CPU the fewest that bring a device's microbatch to at most
+  CPU_MICROBATCH_TOKENS tokens (a divisor of its rows that keeps
+  `model.loss_chunk` dividing a microbatch), elsewhere 1.
+
+  Auto stays at 1 where accumulation needs the count pass: that extra forward
+  cost more than the cache saved in the MoE steps measured (the same section).
+  """
+  n = config.get('grad_accum_steps', 1)
+  if n or platform != 'cpu' or needs_count_pass(cfg):
+    return max(n, 1)
+  fits = [d for d in range(1, rows_per_device + 1) if rows_per_device % d == 0 and (
+      not cfg.loss_chunk or config.batch_size // d * config.seq_len % cfg.loss_chunk == 0)]
+  return next((d for d in fits if rows_per_device // d * config.seq_len <= CPU_MICROBATCH_TOKENS),
+              fits[-1])
 
 
 def split(batch, n):
@@ -77,7 +113,7 @@ def value_and_grad(model, params, batch, rng, n, loss_weights):
                                          jnp.float32) for k in keys_} for i in cfg.moe_layers}
 
   expert_load = None
-  if cfg.moe_layers and cfg.moe.balance_scope == 'global':
+  if needs_count_pass(cfg):
     def count_body(acc, xs):
       _, aux = forward(model, params, *xs, hidden=True)
       return jax.tree.map(jnp.add, acc, {k: dict(counts=s['counts'])

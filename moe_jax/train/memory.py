@@ -17,7 +17,8 @@ the bytes per device:
 What fits: total(b) is affine in the batch per device b (params and optimizer
 state are fixed, temporaries grow with b), so two compiles at b and 2b give a
 line and the largest b with total(b) <= device_memory (rounded down to a
-multiple of grad_accum_steps). It is a fit, not a third compile; XLA's buffer
+multiple of grad_accum_steps: the count the step at b resolved, for
+grad_accum_steps=0 on CPU, `accumulate.steps`). It is a fit, not a third compile; XLA's buffer
 assignment is not exactly linear, so leave a margin. `python -m moe_jax.plan
 --memory` prints this; docs/benchmarks.md ("Memory") checks it against runs.
 
@@ -80,17 +81,19 @@ def batch_shards(config, mesh):
 
 
 def compile_step(config, mesh):
-  """(memory_analysis, abstract state, abstract batch) of `config`'s train step."""
+  """(memory_analysis, abstract state, abstract batch, microbatches per step)
+  of `config`'s train step."""
   program = program_lib.build(config, mesh)
   phases = phases_lib.build(config, config.upcycle.step)
   jitted = step.jit_train_step(program.model, program.tx, program.lr_fn, config,
-                               program.state_shardings, program.batch_sharding, phases)
+                               program.state_shardings, program.batch_sharding, phases,
+                               program.grad_accum_steps)
   shape = (config.batch_size, config.seq_len)
   batch = {k: jax.ShapeDtypeStruct(shape, jnp.int32, sharding=program.batch_sharding)
            for k in _BATCH_KEYS}
   with jax.set_mesh(mesh):
     compiled = jitted.lower(program.abstract_state, batch).compile()
-  return compiled.memory_analysis(), program.abstract_state, batch
+  return compiled.memory_analysis(), program.abstract_state, batch, program.grad_accum_steps
 
 
 def measure(config, mesh, batch_per_device):
@@ -98,13 +101,13 @@ def measure(config, mesh, batch_per_device):
   config = config.copy_and_resolve_references()
   config.batch_size = batch_per_device * batch_shards(config, mesh)
   config_check.check_run(config)
-  stats, state, batch = compile_step(config, mesh)
+  stats, state, batch, accum = compile_step(config, mesh)
   params, opt_state = _tree_bytes(state.params), _tree_bytes(state.opt_state)
   arguments = int(stats.argument_size_in_bytes)
   outputs = int(stats.output_size_in_bytes) - int(stats.alias_size_in_bytes)
   temporaries = int(stats.temp_size_in_bytes)
-  return dict(batch_per_device=batch_per_device, params=params, opt_state=opt_state,
-              batch=_tree_bytes(batch), temporaries=temporaries,
+  return dict(batch_per_device=batch_per_device, grad_accum_steps=accum, params=params,
+              opt_state=opt_state, batch=_tree_bytes(batch), temporaries=temporaries,
               outputs_not_aliased=outputs, total=arguments + temporaries + outputs)
 
 
@@ -125,7 +128,7 @@ def report(config, batch_per_device=None, device_memory=None):
     raise ConfigError(f'--batch_per_device={batch_per_device} must be positive')
   out = dict(measure(config, mesh, batch_per_device), devices=mesh.size, batch_shards=shards,
              backend=jax.default_backend(), seq_len=config.seq_len,
-             remat=config.model.remat, grad_accum_steps=config.get('grad_accum_steps', 1),
+             remat=config.model.remat,
              loss_chunk=config.model.loss_chunk, mu_dtype=config.opt.get('mu_dtype', ''),
              xla_flags=os.environ.get('XLA_FLAGS', ''))
   if device_memory is not None:

@@ -11,7 +11,7 @@ from moe_jax import sharding
 from moe_jax.eval import validation
 from moe_jax.models import transformer
 from moe_jax.models import config as model_config
-from moe_jax.train import optimizer, phases as phases_lib
+from moe_jax.train import accumulate, optimizer, phases as phases_lib
 from moe_jax.train import state as state_lib, step
 from moe_jax.upcycle import mapping, transition
 from moe_jax.workdir import checkpoint, placement
@@ -27,6 +27,7 @@ class Program:
   abstract_state: object
   state_shardings: object
   batch_sharding: object
+  grad_accum_steps: int    # microbatches per step, resolved (accumulate.steps)
   train_step: object
   eval_step: object
 
@@ -44,10 +45,12 @@ def build(config, mesh, start_step=0):
   # Restores land on this mesh, whatever mesh wrote the checkpoint.
   abstract_state = checkpoint.abstract_like(abstract_state, state_shardings)
   batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
+  rows_per_device = batch_sharding.shard_shape((config.batch_size, config.seq_len))[0]
+  accum = accumulate.steps(config, cfg, rows_per_device, mesh.devices.flat[0].platform)
   return Program(
-      config, model, tx, lr_fn, abstract_state, state_shardings, batch_sharding,
+      config, model, tx, lr_fn, abstract_state, state_shardings, batch_sharding, accum,
       placement.on_mesh(mesh, step.jit_train_step(model, tx, lr_fn, config, state_shardings,
-                                                  batch_sharding, phases)),
+                                                  batch_sharding, phases, accum)),
       placement.on_mesh(mesh, validation.jit_eval_step(model, state_shardings.params,
                                                        batch_sharding)))
 

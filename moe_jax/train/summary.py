@@ -15,19 +15,28 @@ def _model(summary):
           f'({lineage_table.num(summary["params_active"])} active)')
 
 
-def _memory(config, kinds):
+def _accum(config, accum):
+  """'grad_accum_steps N', saying where 'auto' (0) chose it; '' for one batch."""
+  if accum <= 1:
+    return ''
+  if config.get('grad_accum_steps', 1):
+    return f'grad_accum_steps {accum}'
+  return f'grad_accum_steps auto: {accum} microbatches (CPU, cache-sized)'
+
+
+def _memory(config, kinds, accum):
   """The memory settings that are not the plain step's, and on CPU whether
   remat can free anything there (moe_jax/xla_flags.py); '' for the plain step."""
-  model, accum = config.model, config.get('grad_accum_steps', 1)
+  model = config.model
   parts = ([f'remat {model.remat}'] if model.remat != 'none' else []) + (
-      [f'grad_accum_steps {accum}'] if accum > 1 else []) + (
+      [_accum(config, accum)] if accum > 1 else []) + (
       [f'loss_chunk {model.loss_chunk}'] if model.get('loss_chunk', 0) else []) + (
       ['scan_layers'] if model.get('scan_layers', False) else [])
   note = xla_flags.describe(model.remat) if 'cpu' in kinds else ''
   return ', '.join(parts) + (f'; {note}' if note else '')
 
 
-def start_lines(config, run_info, mesh, workdir, start):
+def start_lines(config, run_info, mesh, workdir, start, grad_accum_steps=1):
   """The start summary: model and parameter counts (total, active), tokens
   per step, devices and mesh, the MoE dispatch path, steps (and where it
   resumes or grows), and what it writes where. `run_info` is run.json's
@@ -48,7 +57,7 @@ def start_lines(config, run_info, mesh, workdir, start):
               ' (expert-parallel all-to-all)' if expert_parallel else '')
           if config.moe.num_experts else ''),
   ]
-  memory = _memory(config, kinds)
+  memory = _memory(config, kinds, grad_accum_steps)
   if memory:
     lines.append(f'memory   {memory}')
   lines += [

@@ -262,7 +262,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
   manager = checkpoint.Manager.for_workdir(workdir, config.ckpt)
 
   if jax.process_index() == 0:
-    print('\n'.join(summary.start_lines(program.config, run_info, mesh, workdir, start)),
+    print('\n'.join(summary.start_lines(program.config, run_info, mesh, workdir, start,
+                                      program.grad_accum_steps)),
           file=sys.stderr, flush=True)
   writer = metrics.Writer(workdir, resume_step=start)
   peak = metrics.peak_flops(jax.devices()[0])

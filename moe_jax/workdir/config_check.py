@@ -49,13 +49,15 @@ def check_run(config):
 
 
 def _check_memory_keys(config):
-  """grad_accum_steps splits each process' rows; loss_chunk splits a microbatch's tokens."""
+  """grad_accum_steps splits each process' rows (0: 'auto', train/accumulate.py);
+  loss_chunk splits a microbatch's tokens."""
   n = config.get('grad_accum_steps', 1)
   rows = config.batch_size // placement.process_count(config.mesh)
-  if not isinstance(n, int) or n <= 0 or rows % n:
-    raise ConfigError(f'grad_accum_steps={n!r} must be a positive integer dividing the '
-                      f'per-process batch ({rows} rows of batch_size={config.batch_size})')
-  chunk, tokens = config.model.get('loss_chunk', 0), config.batch_size // n * config.seq_len
+  if not isinstance(n, int) or n < 0 or (n and rows % n):
+    raise ConfigError(f'grad_accum_steps={n!r} must be 0 (auto) or a positive integer dividing '
+                      f'the per-process batch ({rows} rows of batch_size={config.batch_size})')
+  chunk = config.model.get('loss_chunk', 0)
+  tokens = config.batch_size // max(n, 1) * config.seq_len
   if not isinstance(chunk, int) or chunk < 0 or (chunk and tokens % chunk):
     raise ConfigError(f'model.loss_chunk={chunk!r} must be 0 or divide the {tokens} tokens of '
                       f'a microbatch (batch_size / grad_accum_steps x seq_len)')

@@ -99,7 +99,7 @@ ROWS = [
     param('batch_not_divisible', f'{NEW} --config.batch_size=12', r'batch_size=12'),
     param('remat_unknown', f'{NEW} --config.model.remat=most', r"model.remat='most'"),
     param('grad_accum_not_dividing', f'{NEW} --config.grad_accum_steps=3',
-          r'grad_accum_steps=3 must be a positive integer dividing'),
+          r'grad_accum_steps=3 must be 0 \(auto\) or a positive integer dividing'),
     param('loss_chunk_not_dividing', f'{NEW} --config.model.loss_chunk=7',
           r'model.loss_chunk=7 must be 0 or divide'),
     param('mu_dtype_unknown', f'{NEW} --config.opt.mu_dtype=int8', r"opt.mu_dtype='int8'"),

@@ -10,7 +10,8 @@ import pytest
 
 from moe_jax.models import config as model_config
 from moe_jax.models import transformer
-from moe_jax.train import optimizer, phases as phases_lib, state as state_lib, step
+from moe_jax.train import accumulate, optimizer, phases as phases_lib, program as program_lib
+from moe_jax.train import state as state_lib, step
 from moe_jax.workdir import placement
 from tests.train import tiny
 
@@ -152,3 +153,38 @@ def test_bf16_first_moment():
   mus = [x for x in jax.tree.leaves(got[0].opt_state) if x.dtype == jnp.bfloat16]
   assert len(mus) == len(jax.tree.leaves(got[0].params))
   _assert_same(got, want, rtol=2e-2, atol=1e-4)
+
+
+def _auto(platform='cpu', rows=8, **keys):
+  """The microbatch count grad_accum_steps=0 resolves to for one device's rows."""
+  config = _config(**keys)
+  return accumulate.steps(config, model_config.ModelConfig.from_config(config), rows, platform)
+
+
+def test_auto_accumulation_takes_cache_sized_microbatches_on_cpu_only():
+  dense = {'moe.num_experts': 0}
+  # 8 rows x 32 tokens: 256 tokens a device, already a microbatch.
+  assert _auto(**dense) == 1
+  # 8 rows x 256 tokens: 2048 tokens, in microbatches of at most 512.
+  assert _auto(**dense, seq_len=256) == 4
+  # One row over 512 tokens: one row a microbatch.
+  assert _auto(**dense, seq_len=1024) == 8
+  # A loss chunk must divide a microbatch (batch_size 8 / n x 256 tokens).
+  assert _auto(**dense, seq_len=256, **{'model.loss_chunk': 1024}) == 2
+  assert _auto('gpu', **dense, seq_len=256) == 1
+  assert _auto(**dense, seq_len=256, grad_accum_steps=2) == 2   # a set count is kept
+  # MoE: the global balance loss would need the extra counting forward pass.
+  assert _auto(seq_len=256) == 1
+  assert _auto(seq_len=256, **{'moe.balance_scope': 'sequence'}) == 4
+
+
+def test_the_program_runs_the_auto_count():
+  config = _config(**{'moe.num_experts': 0}, seq_len=256, batch_size=8)
+  config.mesh.num_devices = 1
+  program = program_lib.build(config, placement.make_mesh(config.mesh))
+  assert program.grad_accum_steps == 4
+  hlo = program.train_step.__wrapped__.lower(
+      program.abstract_state, jax.tree.map(
+          lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=program.batch_sharding),
+          _batch(8, 256, 61))).as_text()
+  assert 'while' in hlo   # the microbatch scan

@@ -43,3 +43,15 @@ def test_a_dense_run_names_no_dispatch_and_an_in_run_growth_says_when():
   mesh = placement.make_mesh(config.mesh)
   lines = summary.start_lines(config, run_record.build(config, grown), mesh, '/tmp/run', 0)
   assert lines[1].startswith('grows    at step 50 by expand_experts to MoE 8x top-2, ')
+
+
+def test_the_summary_says_when_auto_accumulation_split_the_batch():
+  config = common.base()
+  config.model.vocab_size = 256
+  mesh = placement.make_mesh(config.mesh)
+  lines = lambda n: [line for line in summary.start_lines(
+      config, run_record.build(config), mesh, '/tmp/run', 0, n) if line.startswith('memory ')]
+  assert lines(1) == []
+  assert lines(4) == ['memory   grad_accum_steps auto: 4 microbatches (CPU, cache-sized)']
+  config.grad_accum_steps = 4
+  assert lines(4) == ['memory   grad_accum_steps 4']
