@@ -67,8 +67,10 @@ class Attention(nn.Module):
     if cfg.qk_norm:
       q_BLHK = layers.RMSNorm(cfg.norm_eps, dtype, name='q_norm')(q_BLHK)
       k_BLGK = layers.RMSNorm(cfg.norm_eps, dtype, name='k_norm')(k_BLGK)
-    # A full pass (no KV cache) holds positions below its length L.
-    freq, bound = rope.frequencies(cfg), None if decode else x_BLD.shape[1]
+    # A full pass (no KV cache) holds positions below its length L; on CPU RoPE
+    # then reads its sines and cosines from a table (rope.apply says why).
+    on_cpu = jax.default_backend() == 'cpu'
+    freq, bound = rope.frequencies(cfg), x_BLD.shape[1] if on_cpu and not decode else None
     q_BLHK = rope.apply(q_BLHK, positions_BL, freq, bound)
     k_BLGK = rope.apply(k_BLGK, positions_BL, freq, bound)
     q_BLHK = nn.with_logical_constraint(q_BLHK, ('batch', 'length', 'heads', 'head_dim'))
