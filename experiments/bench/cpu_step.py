@@ -16,7 +16,8 @@ batch 4 x 512, the same 2,048 tokens a step):
   moe4_d256   E=4 experts of 512, top-2  vs MixtralForCausalLM
 moe_jax runs the trainer's own jitted step (`moe_jax.train.program.build`:
 donated state, the quickstart's router bias update, balance and z losses), once
-per `--dispatch` path; transformers runs forward with labels (the Mixtral
+per `--dispatch` path and per variant of `--attention` x `--grad_accum_steps`
+(each row records the attention path and microbatch count it ran); transformers runs forward with labels (the Mixtral
 balance loss included), backward, gradient clipping and torch's AdamW.
 
 Each side lives in its own worker process (one process pair), pinned to the
@@ -54,8 +55,9 @@ D256 = dict(model=dict(d_model=256, num_heads=8, num_kv_heads=4, head_dim=32, d_
 VOCAB = 259   # the byte tokenizer's
 
 
-def make_config(case, dispatch='auto'):
-  """The quickstart config of one case (moe_jax's side)."""
+def make_config(case, dispatch='auto', overrides=None):
+  """The quickstart config of one case (moe_jax's side); `overrides` {dotted
+  key: value} on top (the step variants of --attention / --grad_accum_steps)."""
   from configs import quickstart  # pylint: disable=g-import-not-at-top
   experts, width = CASES[case]
   config = quickstart.get_config(f'experts={max(experts, 1)}')
@@ -66,6 +68,9 @@ def make_config(case, dispatch='auto'):
   config.moe.num_experts = experts
   if experts:
     config.moe.update(d_ff=width, dispatch=dispatch)
+  for key, value in (overrides or {}).items():
+    group, _, leaf = key.rpartition('.')
+    (config[group] if group else config)[leaf] = value
   return config
 
 
@@ -79,14 +84,14 @@ def synthetic_tokens(config, seed=0):
 class JaxSide:
   """The trainer's step on one synthetic batch (one segment per row)."""
 
-  def __init__(self, case, dispatch):
+  def __init__(self, case, dispatch, overrides=None):
     import jax  # pylint: disable=g-import-not-at-top
     import numpy as np  # pylint: disable=g-import-not-at-top
     from moe_jax.models import dispatch as dispatch_lib  # pylint: disable=g-import-not-at-top
     from moe_jax.train import program as program_lib  # pylint: disable=g-import-not-at-top
     from moe_jax.workdir import placement  # pylint: disable=g-import-not-at-top
     self._jax, self._placement = jax, placement
-    config = make_config(case, dispatch)
+    config = make_config(case, dispatch, overrides)
     config.mesh.num_devices = 1
     tokens = synthetic_tokens(config)
     shape = (config.batch_size, config.seq_len)
@@ -97,8 +102,14 @@ class JaxSide:
     self.program = program_lib.build(config, placement.make_mesh(config.mesh))
     self.state = program_lib.init_state(self.program, config.seed)
     resolve = getattr(dispatch_lib, 'resolve', lambda name: name)   # a checkout before 'auto'
-    self.info = dict(dispatch=resolve(dispatch) if CASES[case][0] else None,
-                     grad_accum_steps=getattr(self.program, 'grad_accum_steps', 1))
+    try:
+      from moe_jax.models import attention as attention_lib  # pylint: disable=g-import-not-at-top
+      attention = attention_lib.resolve(self.program.model.cfg.attention)
+    except (ImportError, AttributeError):   # a checkout before model.attention
+      attention = 'reference'
+    self.info = dict(dispatch=resolve(dispatch) if CASES[case][0] else None, attention=attention,
+                     grad_accum_steps=getattr(self.program, 'grad_accum_steps',
+                                              config.get('grad_accum_steps', 1)))
 
   def run(self, steps):
     """`steps` train steps, the batch put on the device each step as the
@@ -178,7 +189,8 @@ def worker(side, cores):
       if req['op'] == 'versions':
         reply = _versions(side)
       elif req['op'] == 'setup':
-        obj = JaxSide(req['case'], req['dispatch']) if side == 'jax' else TorchSide(req['case'])
+        obj = (JaxSide(req['case'], req['dispatch'], req.get('overrides'))
+               if side == 'jax' else TorchSide(req['case']))
         obj.run(req['steps'])   # compiles (jax) and warms up
         sides[req['key']] = obj
         reply = obj.info
@@ -275,16 +287,17 @@ def summarize(rows, tokens_per_step):
 
 
 def markdown(rows):
-  lines = ['| case | side | dispatch | tokens/s | ratio | tokens/CPU-s | ratio (CPU time) |',
-           '|---|---|---|---|---|---|---|']
+  lines = ['| case | side | dispatch | attention | microbatches | tokens/s | ratio | '
+           'tokens/CPU-s | ratio (CPU time) |', '|---|---|---|---|---|---|---|---|---|']
   for r in rows:
     if 'error' in r:
-      lines.append(f'| {r["case"]} | {r["side"]} | {r.get("dispatch") or ""} | error: '
+      lines.append(f'| {r["case"]} | {r["side"]} | {r.get("dispatch") or ""} | | | error: '
                    f'{r["error"]} | | | |')
       continue
     ratios = [f'{r[k]:.2f}x' if k in r else '' for k in ('ratio_s', 'ratio_cpu_s')]
     who = r.get('model') or ('moe_jax (baseline)' if r['side'] == 'baseline' else 'moe_jax')
     lines.append(f'| {r["case"]} | {who} | {r.get("dispatch") or ""} | '
+                 f'{r.get("attention") or ""} | {r.get("grad_accum_steps") or ""} | '
                  f'{r["tokens_per_s"]:,.0f} | {ratios[0]} | {r["tokens_per_cpu_s"]:,.0f} | '
                  f'{ratios[1]} |')
   return '\n'.join(lines)
@@ -295,6 +308,10 @@ def main(argv=None):
   ap.add_argument('--out', help='results JSON path')
   ap.add_argument('--cases', default=','.join(CASES))
   ap.add_argument('--dispatch', default='auto', help='moe_jax dispatch paths, comma-separated')
+  ap.add_argument('--attention', default='',
+                  help="moe_jax attention paths, comma-separated ('': the config's)")
+  ap.add_argument('--grad_accum_steps', default='',
+                  help="moe_jax microbatch counts, comma-separated (0: auto; '': the config's)")
   ap.add_argument('--threads', type=int, default=1, help='cores and intra-op threads per side')
   ap.add_argument('--reps', type=int, default=9, help='timed repetitions per row')
   ap.add_argument('--steps', type=int, default=5, help='train steps per repetition')
@@ -314,6 +331,8 @@ def main(argv=None):
   if not 1 <= args.threads <= len(os.sched_getaffinity(0)):
     ap.error(f'--threads={args.threads}: this process may use {len(os.sched_getaffinity(0))} cores')
   use_torch = not args.no_torch and _has_torch()
+  variants = [dict(([('model.attention', a)] if a else []) + ([('grad_accum_steps', int(n))] if n else []))
+              for a in args.attention.split(',') for n in args.grad_accum_steps.split(',')]
   workers = {'jax': Worker('jax', args.threads)}
   if args.baseline_src:
     workers['baseline'] = Worker('jax', args.threads, args.baseline_src)
@@ -325,14 +344,16 @@ def main(argv=None):
       if side not in workers:
         continue
       for dispatch in (paths.split(',') if CASES[case][0] else ['auto']):
-        rows.append(dict(case=case, side=side, requested_dispatch=dispatch,
-                         key=f'{case}/{dispatch}'))
+        for overrides in (variants if side == 'jax' else [{}]):
+          rows.append(dict(case=case, side=side, requested_dispatch=dispatch,
+                           overrides=overrides, key=f'{case}/{dispatch}/{sorted(overrides.items())}'))
     if use_torch:
       rows.append(dict(case=case, side='torch', key=case))
   load_before = os.getloadavg()
   for r in rows:
     r.update(workers[r['side']].ask(op='setup', key=r['key'], case=r['case'],
-                                    dispatch=r.get('requested_dispatch'), steps=2),
+                                    dispatch=r.get('requested_dispatch'),
+                                    overrides=r.get('overrides'), steps=2),
              steps=args.steps, seconds=[], cpu_seconds=[])
   for _ in range(args.reps):
     for r in rows:

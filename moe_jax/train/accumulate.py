@@ -26,12 +26,13 @@ import jax.numpy as jnp
 from moe_jax.models import losses, router, transformer
 
 # Tokens per device of one microbatch under grad_accum_steps=0 on CPU. XLA:CPU
-# runs the step as whole-array passes whose speed is set by memory traffic:
-# at the quickstart's shapes a 512-token microbatch keeps its activations in
-# cache, and the dense step took 0.63x the CPU time of the whole 2048-token
-# batch (1024 tokens: 0.88x, 256: 0.65x; docs/benchmarks.md, "Microbatches
-# on CPU").
-CPU_MICROBATCH_TOKENS = 512
+# runs the step as whole-array passes whose speed is set by memory traffic,
+# and a microbatch's activations stay in cache: the quickstart's dense step
+# ran 1.41x as many tokens per CPU second in microbatches of 1024 tokens as
+# in one batch of 2048 (512 and 256 tokens: 1.42x, 1.43x), the d_model 256 /
+# seq_len 512 one 1.07x (512 tokens: 1.04x). 1024 was chosen from these runs
+# (docs/benchmarks.md, "Microbatches on CPU").
+CPU_MICROBATCH_TOKENS = 1024
 
 
 def needs_count_pass(cfg):
@@ -47,8 +48,9 @@ def steps(config, cfg, rows_per_device, platform):
   CPU_MICROBATCH_TOKENS tokens (a divisor of its rows that keeps
   `model.loss_chunk` dividing a microbatch), elsewhere 1.
 
-  Auto stays at 1 where accumulation needs the count pass: that extra forward
-  cost more than the cache saved in the MoE steps measured (the same section).
+  Auto stays at 1 where accumulation needs the count pass: with that extra
+  forward the MoE steps measured ran from 0.79x to 1.10x as fast in
+  microbatches (the same section), no rule to apply blindly.
   """
   n = config.get('grad_accum_steps', 1)
   if n or platform != 'cpu' or needs_count_pass(cfg):

@@ -165,24 +165,24 @@ def test_auto_accumulation_takes_cache_sized_microbatches_on_cpu_only():
   dense = {'moe.num_experts': 0}
   # 8 rows x 32 tokens: 256 tokens a device, already a microbatch.
   assert _auto(**dense) == 1
-  # 8 rows x 256 tokens: 2048 tokens, in microbatches of at most 512.
-  assert _auto(**dense, seq_len=256) == 4
-  # One row over 512 tokens: one row a microbatch.
-  assert _auto(**dense, seq_len=1024) == 8
-  # A loss chunk must divide a microbatch (batch_size 8 / n x 256 tokens).
-  assert _auto(**dense, seq_len=256, **{'model.loss_chunk': 1024}) == 2
-  assert _auto('gpu', **dense, seq_len=256) == 1
-  assert _auto(**dense, seq_len=256, grad_accum_steps=2) == 2   # a set count is kept
+  # 8 rows x 512 tokens: 4096 tokens, in microbatches of at most 1024.
+  assert _auto(**dense, seq_len=512) == 4
+  # One row over 1024 tokens: one row a microbatch.
+  assert _auto(**dense, seq_len=2048) == 8
+  # A loss chunk must divide a microbatch (batch_size 8 / n x 512 tokens).
+  assert _auto(**dense, seq_len=512, **{'model.loss_chunk': 2048}) == 2
+  assert _auto('gpu', **dense, seq_len=512) == 1
+  assert _auto(**dense, seq_len=512, grad_accum_steps=2) == 2   # a set count is kept
   # MoE: the global balance loss would need the extra counting forward pass.
-  assert _auto(seq_len=256) == 1
-  assert _auto(seq_len=256, **{'moe.balance_scope': 'sequence'}) == 4
+  assert _auto(seq_len=512) == 1
+  assert _auto(seq_len=512, **{'moe.balance_scope': 'sequence'}) == 4
 
 
 def test_the_program_runs_the_auto_count():
   config = _config(**{'moe.num_experts': 0}, seq_len=256, batch_size=8)
   config.mesh.num_devices = 1
   program = program_lib.build(config, placement.make_mesh(config.mesh))
-  assert program.grad_accum_steps == 4
+  assert program.grad_accum_steps == 2
   hlo = program.train_step.__wrapped__.lower(
       program.abstract_state, jax.tree.map(
           lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=program.batch_sharding),
