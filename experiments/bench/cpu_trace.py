@@ -10,6 +10,8 @@ the `op_name` metadata of the compiled step carries the Flax module path
 (`layers_0/attn/...`) and whether the op is forward or backward
 (`transpose(jvp(...))`). Time outside any thunk (the Python call, argument
 handling, the batch put) is `host`: the step's wall time less the thunks'.
+`--top=N` also lists the N costliest instructions (ms per step, part, the
+instruction's shape and op), the next thing to look at.
 """
 import argparse
 import datetime
@@ -60,9 +62,19 @@ def _self_times(events):
   return [(name, self_ns) for name, _, self_ns in out + stack]
 
 
-def trace_case(case, dispatch, steps):
+def _instructions(hlo_text):
+  """{HLO instruction name: its shape and op, e.g. 'f32[2048,384] fusion kLoop'}."""
+  out = {}
+  for m in re.finditer(r'^\s*(?:ROOT )?%?([\w.-]+) = (\S+) ([\w-]+)\((.*)$', hlo_text, re.M):
+    kind = re.search(r'kind=(\w+)', m.group(4))
+    out[m.group(1)] = ' '.join([re.sub(r'\{.*\}', '', m.group(2)), m.group(3)]
+                               + ([kind.group(1)] if kind else []))
+  return out
+
+
+def trace_case(case, dispatch, steps, top=0, attention=''):
   import jax  # pylint: disable=g-import-not-at-top
-  side = cpu_step.JaxSide(case, dispatch)
+  side = cpu_step.JaxSide(case, dispatch, {'model.attention': attention} if attention else None)
   side.run(2)
   step_fn = side.program.train_step
   with jax.set_mesh(side.program.state_shardings.step.mesh):
@@ -77,7 +89,7 @@ def trace_case(case, dispatch, steps):
     jax.profiler.stop_trace()
     [path] = glob.glob(os.path.join(logdir, '**', '*.xplane.pb'), recursive=True)
     data = jax.profiler.ProfileData.from_file(path)
-  totals, thunk_ns = {}, 0.0
+  totals, per_op, thunk_ns = {}, {}, 0.0
   for plane in data.planes:
     for line in plane.lines:
       thunks = [e for e in line.events if dict(e.stats).get('hlo_module', '').startswith(
@@ -85,11 +97,16 @@ def trace_case(case, dispatch, steps):
       for name, self_ns in _self_times(thunks):
         part = parts.get(name, 'other')
         totals[part] = totals.get(part, 0.0) + self_ns
+        per_op[name] = per_op.get(name, 0.0) + self_ns
         thunk_ns += self_ns
   totals['host'] = max(wall_ns - thunk_ns, 0.0)
   ms = {p: v / steps / 1e6 for p, v in sorted(totals.items(), key=lambda kv: -kv[1])}
-  return dict(case=case, dispatch=side.info['dispatch'], step_ms=wall_ns / steps / 1e6,
-              ms_per_step=ms)
+  ops = _instructions(hlo)
+  costliest = [dict(name=n, ms_per_step=v / steps / 1e6, part=parts.get(n, 'other'),
+                    op=ops.get(n, '')) for n, v in sorted(per_op.items(), key=lambda kv: -kv[1])]
+  return dict(case=case, dispatch=side.info['dispatch'], attention=side.info['attention'],
+              grad_accum_steps=side.info['grad_accum_steps'], step_ms=wall_ns / steps / 1e6,
+              ms_per_step=ms, **({'top': costliest[:top]} if top else {}))
 
 
 def main(argv=None):
@@ -98,11 +115,13 @@ def main(argv=None):
   ap.add_argument('--cases', default='dense,moe4,moe8')
   ap.add_argument('--dispatch', default='auto')
   ap.add_argument('--steps', type=int, default=5)
+  ap.add_argument('--top', type=int, default=0, help='also list the N costliest instructions')
+  ap.add_argument('--attention', default='', help="model.attention ('': the config's)")
   args = ap.parse_args(argv)
   cases = cpu_step.parse_cases(ap, args.cases)
   os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])   # before XLA's thread pool
   load_before = os.getloadavg()
-  results = [trace_case(c, args.dispatch, args.steps) for c in cases]
+  results = [trace_case(c, args.dispatch, args.steps, args.top, args.attention) for c in cases]
   meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
               load_avg_before=load_before, load_avg_after=os.getloadavg(), threads=1,
               steps=args.steps, **cpu_step._versions('jax'))  # pylint: disable=protected-access
@@ -110,6 +129,8 @@ def main(argv=None):
   for r in results:
     print(f'{r["case"]} ({r["dispatch"]}): {r["step_ms"]:.1f} ms/step wall; ' + ', '.join(
         f'{p} {v:.1f}' for p, v in r['ms_per_step'].items()))
+    for op in r.get('top', []):
+      print(f'  {op["ms_per_step"]:6.2f} ms  {op["part"]:40s} {op["name"]}: {op["op"]}')
 
 
 if __name__ == '__main__':

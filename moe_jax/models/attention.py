@@ -30,7 +30,7 @@ from moe_jax.models import rope
 # became an additive bias built outside the loop: the quickstart's training
 # steps (dense, E = 4, 8) take 0.91-0.95x the reference's CPU time with it,
 # and 0.71-0.73x at d_model 256 / seq_len 512 (docs/benchmarks.md,
-# "Attention in the step").
+# "CPU step, round 2").
 AUTO = {'cpu': 'blocked'}
 AUTO_DEFAULT = 'reference'
 

@@ -47,10 +47,10 @@ def apply(x_BLHK, positions_BL, freq_K, max_position=None):
   are read from a host-built table, where a position at or past it reads
   NaN rather than a wrong angle. Computed on the device instead, XLA:CPU
   fused them into the rotation and evaluated them again for every head and
-  every use: four transcendentals per element made RoPE of q the costliest
-  elementwise pass of the quickstart's step (docs/benchmarks.md, "Attention
-  in the step"). The table's values are the correctly rounded sin and cos of
-  the same float32 angles.
+  every use, four transcendentals per element: RoPE of q was among the ten
+  costliest instructions of the quickstart's MoE step (docs/benchmarks.md,
+  "CPU step, round 2"). The table's values are the correctly rounded sin and
+  cos of the same float32 angles.
   """
   if max_position is None:
     angle_BLK = positions_BL[..., None].astype(jnp.float32) * freq_K

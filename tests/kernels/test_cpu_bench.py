@@ -71,11 +71,19 @@ def test_trace_parts_from_op_names():
       'e': 'head + loss (bwd)', 'f': 'norms (fwd)'}
 
 
+def test_trace_names_each_instruction_by_shape_and_op():
+  hlo = """  %dot.6 = f32[384,96]{1,0} dot(%a, %b), lhs_contracting_dims={0}
+  ROOT %fusion.3 = f32[16,2,256,24]{3,2,1,0} fusion(%c, %d), kind=kLoop, calls=%fc"""
+  assert cpu_trace._instructions(hlo) == {  # pylint: disable=protected-access
+      'dot.6': 'f32[384,96] dot', 'fusion.3': 'f32[16,2,256,24] fusion kLoop'}
+
+
 @pytest.mark.slow
 def test_profile_and_trace_run(tmp_path):
   cpu_profile.main(['--out', str(tmp_path / 'p.json'), '--cases=moe4', '--reps=1', '--no_torch'])
   [row] = json.loads((tmp_path / 'p.json').read_text())['results']
   assert set(row['cpu_ms']) == {'step', 'fwd', 'fwd_bwd', 'optimizer', 'ffn', 'attention'}
-  cpu_trace.main(['--out', str(tmp_path / 't.json'), '--cases=moe4', '--steps=1'])
+  cpu_trace.main(['--out', str(tmp_path / 't.json'), '--cases=moe4', '--steps=1', '--top=3'])
   [row] = json.loads((tmp_path / 't.json').read_text())['results']
   assert row['dispatch'] == 'grouped' and row['ms_per_step']['moe: experts (bwd)'] > 0
+  assert len(row['top']) == 3 and row['top'][0]['ms_per_step'] >= row['top'][2]['ms_per_step']
