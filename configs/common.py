@@ -179,7 +179,8 @@ def base():
   config.batch_size = 16
   config.seq_len = 128
   # Microbatches per step, one optimizer update (train/step.py); 0: auto (on CPU
-  # cache-sized microbatches when exact without an extra pass, else 1: train/accumulate.py).
+  # cache-sized ones where they give the same step with no extra pass, else 1:
+  # train/accumulate.py).
   config.grad_accum_steps = 0
   config.log_every_steps = 10
   config.eval_every_steps = 100

@@ -33,8 +33,7 @@ def measure(config):
   program = program_lib.build(config, mesh)
   phases = phases_lib.build(config, config.upcycle.step)
   jitted = step.jit_train_step(program.model, program.tx, program.lr_fn, config,
-                               program.state_shardings, program.batch_sharding, phases,
-                               program.grad_accum_steps)
+                               program.state_shardings, program.batch_sharding, phases)
   batch = {k: jax.ShapeDtypeStruct((config.batch_size, config.seq_len), jnp.int32,
                                    sharding=program.batch_sharding)
            for k in ('inputs', 'targets', 'segment_ids', 'positions', 'loss_mask')}

@@ -26,6 +26,8 @@ import statistics
 import sys
 import time
 
+from experiments.bench import cpu_step
+
 CASES = {'quickstart': (16, 128, 4, 2, 24), 'd256': (4, 512, 8, 4, 32)}
 CHECK_RTOL = 1e-4
 
@@ -134,7 +136,8 @@ def main(argv=None):
   now = datetime.datetime.now(datetime.timezone.utc)
   meta = dict(torch=torch_version, date=now.isoformat(timespec='seconds'),
               jax=jax.__version__, jaxlib=jaxlib.__version__, threads=args.threads,
-              machine='2-core CPU shared with ~8 parallel jobs', load_avg_before=os.getloadavg(),
+              cpu=cpu_step._cpu_model(),  # pylint: disable=protected-access
+              machine_cores=os.cpu_count(), load_avg_before=os.getloadavg(),
               dtype='float32', timing=(f'jitted fwd+bwd, 1 warm-up call, then {args.reps} '
                                        'interleaved rounds; ms medians with min/max'))
   results = []

@@ -17,8 +17,9 @@ batch 4 x 512, the same 2,048 tokens a step):
 moe_jax runs the trainer's own jitted step (`moe_jax.train.program.build`:
 donated state, the quickstart's router bias update, balance and z losses), once
 per `--dispatch` path and per variant of `--attention` x `--grad_accum_steps`
-(each row records the attention path and microbatch count it ran); transformers runs forward with labels (the Mixtral
-balance loss included), backward, gradient clipping and torch's AdamW.
+(each row records the attention path and microbatch count it ran);
+transformers runs forward with labels (the Mixtral balance loss included),
+backward, gradient clipping and torch's AdamW.
 
 Each side lives in its own worker process (one process pair), pinned to the
 same `--threads` cores, with `--threads` intra-op threads on both sides
@@ -267,16 +268,16 @@ def tokens_per_step(case):
   return config.batch_size * config.seq_len
 
 
-def summarize(rows, tokens_per_step):
+def summarize(rows, tokens_of):
   """Adds tokens per second and per CPU second (medians), and each moe_jax
-  row's ratios against transformers; `tokens_per_step(case)`."""
+  row's ratios against transformers; `tokens_of(case)` is a step's tokens."""
   torch_rows = {r['case']: r for r in rows if r['side'] == 'torch' and r.get('seconds')}
   for r in rows:
     if not r.get('seconds'):
       continue
     ref = torch_rows.get(r['case'])
     for key, out in (('seconds', 'tokens_per_s'), ('cpu_seconds', 'tokens_per_cpu_s')):
-      tokens = tokens_per_step(r['case'])
+      tokens = tokens_of(r['case'])
       rate = [tokens * r['steps'] / s for s in r[key]]
       r[out] = median(rate)
       if r['side'] != 'torch' and ref:
@@ -331,7 +332,8 @@ def main(argv=None):
   if not 1 <= args.threads <= len(os.sched_getaffinity(0)):
     ap.error(f'--threads={args.threads}: this process may use {len(os.sched_getaffinity(0))} cores')
   use_torch = not args.no_torch and _has_torch()
-  variants = [dict(([('model.attention', a)] if a else []) + ([('grad_accum_steps', int(n))] if n else []))
+  variants = [dict(([('model.attention', a)] if a else [])
+                   + ([('grad_accum_steps', int(n))] if n else []))
               for a in args.attention.split(',') for n in args.grad_accum_steps.split(',')]
   workers = {'jax': Worker('jax', args.threads)}
   if args.baseline_src:
@@ -346,7 +348,8 @@ def main(argv=None):
       for dispatch in (paths.split(',') if CASES[case][0] else ['auto']):
         for overrides in (variants if side == 'jax' else [{}]):
           rows.append(dict(case=case, side=side, requested_dispatch=dispatch,
-                           overrides=overrides, key=f'{case}/{dispatch}/{sorted(overrides.items())}'))
+                           overrides=overrides,
+                           key=f'{case}/{dispatch}/{sorted(overrides.items())}'))
     if use_torch:
       rows.append(dict(case=case, side='torch', key=case))
   load_before = os.getloadavg()

@@ -49,11 +49,9 @@ def reference(q_BGQK, k_BGSK, v_BGSK, q_segment_ids_BL, kv_segment_ids_BS, q_slo
 
 def mask_bias(q_segment_ids_BL, kv_segment_ids_BS, q_slots_L):
   """[B, L, S] float32 added to the scores: 0 where `allowed`, else _MASKED.
-  Built once outside the loop, it turns the tile's mask into an add in the
-  fusion that shifts and exponentiates the tile; computed there from segment
-  ids, the mask put compares and a dynamic slice into that fusion, which then
-  was the costliest instruction of the step, and the loop lost to the
-  reference inside the step (docs/benchmarks.md, "CPU step, round 2")."""
+  Built once, outside the loop: computed per tile from segment ids, the mask
+  made the tile's exp fusion the step's costliest instruction
+  (docs/benchmarks.md, "CPU step, round 2")."""
   ok_BLS = jax.vmap(allowed, (0, 0, None))(q_segment_ids_BL, kv_segment_ids_BS, q_slots_L)
   return jnp.where(ok_BLS, 0.0, _MASKED).astype(jnp.float32)
 

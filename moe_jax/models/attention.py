@@ -29,16 +29,20 @@ from moe_jax.models import rope
 # layer. On CPU the blocked loop of kernels/attention_cpu.py, since its mask
 # became an additive bias built outside the loop: the quickstart's training
 # steps (dense, E = 4, 8) take 0.91-0.95x the reference's CPU time with it,
-# and 0.71-0.73x at d_model 256 / seq_len 512 (docs/benchmarks.md,
-# "CPU step, round 2").
+# and 0.71-0.73x at d_model 256 / seq_len 512 (docs/benchmarks.md, "CPU step,
+# round 2"). Only on one device: the loop indexes the batch, so on a mesh
+# that splits it XLA would gather the whole batch to every device.
 AUTO = {'cpu': 'blocked'}
 AUTO_DEFAULT = 'reference'
 
 
-def resolve(name, platform=None):
-  """The concrete path `name` runs: itself, or for 'auto' the platform's."""
+def resolve(name, platform=None, mesh=None):
+  """The concrete path `name` runs: itself, or for 'auto' the platform's
+  (the reference on a `mesh` of more than one device)."""
   if name != 'auto':
     return name
+  if mesh is not None and mesh.size > 1:
+    return AUTO_DEFAULT
   return AUTO.get(platform or jax.default_backend(), AUTO_DEFAULT)
 
 
@@ -68,15 +72,14 @@ class Attention(nn.Module):
     if cfg.qk_norm:
       q_BLHK = layers.RMSNorm(cfg.norm_eps, dtype, name='q_norm')(q_BLHK)
       k_BLGK = layers.RMSNorm(cfg.norm_eps, dtype, name='k_norm')(k_BLGK)
+    b, length = x_BLD.shape[:2]
     # A full pass (no KV cache) holds positions below its length L; on CPU RoPE
-    # then reads its sines and cosines from a table (rope.apply says why).
-    on_cpu = jax.default_backend() == 'cpu'
-    freq, bound = rope.frequencies(cfg), x_BLD.shape[1] if on_cpu and not decode else None
-    q_BLHK = rope.apply(q_BLHK, positions_BL, freq, bound)
-    k_BLGK = rope.apply(k_BLGK, positions_BL, freq, bound)
+    # then reads its sines and cosines from a table (rope.sin_cos says why).
+    bound = length if jax.default_backend() == 'cpu' and not decode else None
+    sin_cos = rope.sin_cos(positions_BL, rope.frequencies(cfg), bound)
+    q_BLHK, k_BLGK = rope.rotate(q_BLHK, *sin_cos), rope.rotate(k_BLGK, *sin_cos)
     q_BLHK = nn.with_logical_constraint(q_BLHK, ('batch', 'length', 'heads', 'head_dim'))
 
-    b, length = x_BLD.shape[:2]
     q_slots_L = jnp.arange(length)
     kv_segment_ids_BS = segment_ids_BL
     if decode:
@@ -93,7 +96,7 @@ class Attention(nn.Module):
     k_BGSK, v_BGSK = k_BLGK.transpose(0, 2, 1, 3), v_BLGK.transpose(0, 2, 1, 3)
     # Scores accumulate in float32 even with bf16 inputs.
     args = (q_BGQK, k_BGSK, v_BGSK, segment_ids_BL, kv_segment_ids_BS, q_slots_L)
-    if resolve(cfg.attention) == 'blocked':
+    if resolve(cfg.attention, mesh=jax.sharding.get_abstract_mesh()) == 'blocked':
       # Without a cache the queries sit in slots 0 ... L - 1, so query blocks
       # may skip the keys after them.
       block = 0 if decode else attention_cpu.query_block(length)

@@ -1,6 +1,6 @@
 """Rotary position embedding (Su et al.) and Llama 3's frequency rule.
 
-`apply` rotates the halves [x1, x2] of each head (the transformers
+`rotate` turns the halves [x1, x2] of each head (the transformers
 convention, so q and k import from a transformers checkpoint as plain
 reshapes); `frequencies` gives the K/2 rotation speeds theta^(-2i/K), and with
 `model.rope_scaling='llama3'` Llama 3.1's long-context rule: wavelengths
@@ -34,30 +34,31 @@ def frequencies(cfg):
 def _table(freq_K, n):
   """(sin, cos) [n, K/2] float32 of the float32 angles p * freq for p < n,
   rounded from float64 on the host: a constant of the compiled model."""
-  angle_NK = (np.arange(n, dtype=np.float32)[:, None] * np.asarray(freq_K, np.float32))
+  angle_NK = np.arange(n, dtype=np.float32)[:, None] * np.asarray(freq_K, np.float32)
   angle_NK = angle_NK.astype(np.float64)
   return np.sin(angle_NK).astype(np.float32), np.cos(angle_NK).astype(np.float32)
 
 
-def apply(x_BLHK, positions_BL, freq_K, max_position=None):
-  """x rotated by angle position * freq, pairing dim i with dim i + K/2.
+def sin_cos(positions_BL, freq_K, max_position=None):
+  """(sin, cos) [B, L, K/2] float32 of the angles position * freq.
 
   With `max_position` (positions known to lie below it: a full pass, where
-  they restart at 0 in each packed document of an L-slot row) sin and cos
-  are read from a host-built table, where a position at or past it reads
-  NaN rather than a wrong angle. Computed on the device instead, XLA:CPU
-  fused them into the rotation and evaluated them again for every head and
-  every use, four transcendentals per element: RoPE of q was among the ten
-  costliest instructions of the quickstart's MoE step (docs/benchmarks.md,
-  "CPU step, round 2"). The table's values are the correctly rounded sin and
-  cos of the same float32 angles.
+  they restart at 0 in each packed document of an L-slot row) they are read
+  from a host-built table, the correctly rounded values of the same float32
+  angles; a position at or past the bound reads NaN, never a wrong angle.
+  XLA:CPU fuses sin and cos computed on the device into the rotation and
+  evaluates them again for every head (docs/benchmarks.md, "CPU step,
+  round 2").
   """
   if max_position is None:
     angle_BLK = positions_BL[..., None].astype(jnp.float32) * freq_K
-    sin_BLK, cos_BLK = jnp.sin(angle_BLK), jnp.cos(angle_BLK)
-  else:
-    read = lambda t_NK: jnp.take(t_NK, positions_BL, axis=0, mode='fill', fill_value=jnp.nan)
-    sin_BLK, cos_BLK = (read(t) for t in _table(freq_K, max_position))
+    return jnp.sin(angle_BLK), jnp.cos(angle_BLK)
+  read = lambda t_NK: jnp.take(t_NK, positions_BL, axis=0, mode='fill', fill_value=jnp.nan)
+  return tuple(read(t) for t in _table(freq_K, max_position))
+
+
+def rotate(x_BLHK, sin_BLK, cos_BLK):
+  """x rotated by the angles of `sin_cos`, pairing dim i with dim i + K/2."""
   sin, cos = sin_BLK[:, :, None, :], cos_BLK[:, :, None, :]
   x1, x2 = jnp.split(x_BLHK.astype(jnp.float32), 2, axis=-1)
   out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)

@@ -42,23 +42,39 @@ def needs_count_pass(cfg):
   return bool(cfg.moe_layers) and cfg.moe.balance_scope == 'global'
 
 
+def _same_step_without_extra_pass(cfg):
+  """Whether microbatches give the one-batch step with no extra pass: no MoE
+  layer, or one with the sequence-level balance loss, a dropless dispatch
+  (einsum gives each microbatch its own capacity) and no router jitter (drawn
+  per microbatch)."""
+  m = cfg.moe
+  return not cfg.moe_layers or (not needs_count_pass(cfg) and m.dispatch != 'einsum'
+                                and not m.jitter)
+
+
 def steps(config, cfg, rows_per_device, platform):
   """The microbatch count a step runs: `config.grad_accum_steps`, or for 0
   ('auto') on CPU the fewest that bring a device's microbatch to at most
   CPU_MICROBATCH_TOKENS tokens (a divisor of its rows that keeps
   `model.loss_chunk` dividing a microbatch), elsewhere 1.
 
-  Auto stays at 1 where accumulation needs the count pass: with that extra
-  forward the MoE steps measured ran from 0.79x to 1.10x as fast in
-  microbatches (the same section), no rule to apply blindly.
+  Auto stays at 1 where microbatches would not give the same step without
+  an extra pass: with the count pass the MoE steps measured ran 0.79-1.10x
+  as fast in microbatches (the same section).
   """
   n = config.get('grad_accum_steps', 1)
-  if n or platform != 'cpu' or needs_count_pass(cfg):
+  if n or platform != 'cpu' or not _same_step_without_extra_pass(cfg):
     return max(n, 1)
   fits = [d for d in range(1, rows_per_device + 1) if rows_per_device % d == 0 and (
       not cfg.loss_chunk or config.batch_size // d * config.seq_len % cfg.loss_chunk == 0)]
   return next((d for d in fits if rows_per_device // d * config.seq_len <= CPU_MICROBATCH_TOKENS),
               fits[-1])
+
+
+def steps_for(config, cfg, batch_sharding):
+  """`steps` for a batch laid out by `batch_sharding` (a NamedSharding)."""
+  rows = batch_sharding.shard_shape((config.batch_size, config.seq_len))[0]
+  return steps(config, cfg, rows, batch_sharding.mesh.devices.flat[0].platform)
 
 
 def split(batch, n):

@@ -17,8 +17,8 @@ the bytes per device:
 What fits: total(b) is affine in the batch per device b (params and optimizer
 state are fixed, temporaries grow with b), so two compiles at b and 2b give a
 line and the largest b with total(b) <= device_memory (rounded down to a
-multiple of grad_accum_steps: the count the step at b resolved, for
-grad_accum_steps=0 on CPU, `accumulate.steps`). It is a fit, not a third compile; XLA's buffer
+multiple of grad_accum_steps; with 0, 'auto', both compiles use the count
+auto chose at b, `accumulate.steps`). It is a fit, not a third compile; XLA's buffer
 assignment is not exactly linear, so leave a margin. `python -m moe_jax.plan
 --memory` prints this; docs/benchmarks.md ("Memory") checks it against runs.
 
@@ -86,8 +86,7 @@ def compile_step(config, mesh):
   program = program_lib.build(config, mesh)
   phases = phases_lib.build(config, config.upcycle.step)
   jitted = step.jit_train_step(program.model, program.tx, program.lr_fn, config,
-                               program.state_shardings, program.batch_sharding, phases,
-                               program.grad_accum_steps)
+                               program.state_shardings, program.batch_sharding, phases)
   shape = (config.batch_size, config.seq_len)
   batch = {k: jax.ShapeDtypeStruct(shape, jnp.int32, sharding=program.batch_sharding)
            for k in _BATCH_KEYS}
@@ -132,6 +131,9 @@ def report(config, batch_per_device=None, device_memory=None):
              loss_chunk=config.model.loss_chunk, mu_dtype=config.opt.get('mu_dtype', ''),
              xla_flags=os.environ.get('XLA_FLAGS', ''))
   if device_memory is not None:
+    # The same microbatch count at 2b: auto's count grows with the batch,
+    # which would bend the line.
+    config.grad_accum_steps = out['grad_accum_steps']
     twice = measure(config, mesh, 2 * batch_per_device)
     per_row = (twice['total'] - out['total']) / batch_per_device
     fixed = out['total'] - per_row * batch_per_device

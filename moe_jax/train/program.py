@@ -45,8 +45,7 @@ def build(config, mesh, start_step=0):
   # Restores land on this mesh, whatever mesh wrote the checkpoint.
   abstract_state = checkpoint.abstract_like(abstract_state, state_shardings)
   batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
-  rows_per_device = batch_sharding.shard_shape((config.batch_size, config.seq_len))[0]
-  accum = accumulate.steps(config, cfg, rows_per_device, mesh.devices.flat[0].platform)
+  accum = accumulate.steps_for(config, cfg, batch_sharding)
   return Program(
       config, model, tx, lr_fn, abstract_state, state_shardings, batch_sharding, accum,
       placement.on_mesh(mesh, step.jit_train_step(model, tx, lr_fn, config, state_shardings,

@@ -68,10 +68,11 @@ def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate, phases
 
 
 def jit_train_step(model, tx, lr_fn, config, state_shardings, batch_sharding, phases=None,
-                   grad_accum_steps=1):
+                   grad_accum_steps=None):
   step = functools.partial(
       train_step, model=model, tx=tx, lr_fn=lr_fn, seed=config.seed,
       bias_update_rate=config.moe.bias_update_rate if config.moe.use_bias else 0.0,
-      phases=phases, grad_accum_steps=grad_accum_steps)
+      phases=phases, grad_accum_steps=grad_accum_steps or accumulate.steps_for(
+          config, model.cfg, batch_sharding))
   return jax.jit(step, in_shardings=(state_shardings, batch_sharding),
                  out_shardings=(state_shardings, None), donate_argnums=(0,))

@@ -16,9 +16,7 @@ def _model(summary):
 
 
 def _accum(config, accum):
-  """'grad_accum_steps N', saying where 'auto' (0) chose it; '' for one batch."""
-  if accum <= 1:
-    return ''
+  """'grad_accum_steps N', saying where 'auto' (0) chose N."""
   if config.get('grad_accum_steps', 1):
     return f'grad_accum_steps {accum}'
   return f'grad_accum_steps auto: {accum} microbatches (CPU, cache-sized)'
@@ -36,11 +34,13 @@ def _memory(config, kinds, accum):
   return ', '.join(parts) + (f'; {note}' if note else '')
 
 
-def start_lines(config, run_info, mesh, workdir, start, grad_accum_steps=1):
+def start_lines(config, run_info, mesh, workdir, start, grad_accum_steps=None):
   """The start summary: model and parameter counts (total, active), tokens
   per step, devices and mesh, the MoE dispatch path, steps (and where it
   resumes or grows), and what it writes where. `run_info` is run.json's
-  record (run_record.build); `start` the step it resumes from (0: new)."""
+  record (run_record.build); `start` the step it resumes from (0: new);
+  `grad_accum_steps` the microbatch count the step runs (default: the
+  config's, 0 counting as 1)."""
   kinds = sorted({d.platform for d in mesh.devices.flat})
   expert_parallel = mesh.shape.get('expert', 1) > 1
   shape = ' '.join(f'{axis}={size}' for axis, size in mesh.shape.items())
@@ -57,7 +57,7 @@ def start_lines(config, run_info, mesh, workdir, start, grad_accum_steps=1):
               ' (expert-parallel all-to-all)' if expert_parallel else '')
           if config.moe.num_experts else ''),
   ]
-  memory = _memory(config, kinds, grad_accum_steps)
+  memory = _memory(config, kinds, grad_accum_steps or config.get('grad_accum_steps', 1))
   if memory:
     lines.append(f'memory   {memory}')
   lines += [

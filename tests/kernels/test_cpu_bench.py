@@ -12,7 +12,7 @@ def test_step_ratios_pair_adjacent_repetitions():
   rows = [dict(case='moe4', side='jax', steps=2, seconds=[1.0, 4.0], cpu_seconds=[1.0, 2.0]),
           dict(case='moe4', side='torch', steps=2, seconds=[2.0, 2.0], cpu_seconds=[1.0, 1.0]),
           dict(case='dense', side='jax', steps=2, seconds=[1.0], cpu_seconds=[1.0])]
-  jax_row, torch_row, alone = cpu_step.summarize(rows, tokens_per_step=lambda case: 100)
+  jax_row, torch_row, alone = cpu_step.summarize(rows, tokens_of=lambda case: 100)
   assert torch_row['tokens_per_s'] == 100.0 and jax_row['tokens_per_s'] == 125.0
   assert jax_row['ratio_s'] == 1.25          # median of 2.0 and 0.5
   assert jax_row['ratio_cpu_s'] == 0.75      # median of 1.0 and 0.5

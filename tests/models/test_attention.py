@@ -71,16 +71,16 @@ def right_padded(rows, length):
 
 
 def test_rope_table_matches_the_computed_angles_and_refuses_far_positions():
-  """The full pass's table (rope.apply with max_position) gives the sines and
+  """The full pass's table (rope.sin_cos with max_position) gives the sines and
   cosines computed on the device to float32 round-off; a position at or past
   the bound reads NaN, not a wrong angle."""
   freq = rope.frequencies(_cfg(head_dim=64, rope_theta=10_000.0))
   pos_BL = jnp.asarray(np.stack([np.arange(256), np.arange(256) % 100]), jnp.int32)
   x_BLHK = jax.random.normal(jax.random.key(0), (2, 256, 3, 64)) * 4
-  want = rope.apply(x_BLHK, pos_BL, freq)
-  got = rope.apply(x_BLHK, pos_BL, freq, max_position=256)
+  want = rope.rotate(x_BLHK, *rope.sin_cos(pos_BL, freq))
+  got = rope.rotate(x_BLHK, *rope.sin_cos(pos_BL, freq, max_position=256))
   np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
-  far = rope.apply(x_BLHK, pos_BL.at[1, 7].set(256), freq, max_position=256)
+  far = rope.rotate(x_BLHK, *rope.sin_cos(pos_BL.at[1, 7].set(256), freq, max_position=256))
   assert np.isnan(far[1, 7]).all() and not np.isnan(far[1, 6]).any()
 
 

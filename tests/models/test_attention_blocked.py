@@ -101,6 +101,10 @@ def test_auto_resolves_per_platform_and_bad_name_is_refused():
   assert attention.resolve('blocked') == 'blocked'
   assert attention.resolve('auto', 'cpu') == 'blocked'
   assert attention.resolve('auto', 'gpu') == attention.AUTO_DEFAULT
+  # The loop indexes the batch: on a mesh that splits it, the reference.
+  mesh = lambda n: jax.sharding.Mesh(np.array(jax.devices()[:n]), ('data',))
+  assert attention.resolve('auto', 'cpu', mesh(2)) == 'reference'
+  assert attention.resolve('auto', 'cpu', mesh(1)) == 'blocked'
   config = fixtures.tiny_config()
   config.model.attention = 'flash'
   with pytest.raises(ConfigError, match='model.attention'):
@@ -134,3 +138,25 @@ def test_decode_steps_match_reference():
     got.append((first, second))
   for want, have in zip(*got):
     np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
+
+
+def test_auto_attention_on_a_split_batch_gathers_nothing():
+  """On a mesh that splits the batch, auto runs the reference, whose step
+  needs no all-gather; the blocked loop, indexing the batch, would gather it."""
+  from moe_jax.train import program as program_lib  # pylint: disable=g-import-not-at-top
+  from moe_jax.workdir import placement  # pylint: disable=g-import-not-at-top
+
+  def hlo(path):
+    config = fixtures.tiny_config()
+    config.model.attention = path
+    config.update(batch_size=4, seq_len=16, grad_accum_steps=1)
+    config.mesh.update(num_devices=2, data=2)
+    mesh = placement.make_mesh(config.mesh)
+    program = program_lib.build(config, mesh)
+    batch = {k: jax.ShapeDtypeStruct((4, 16), jnp.int32, sharding=program.batch_sharding)
+             for k in ('inputs', 'targets', 'segment_ids', 'positions', 'loss_mask')}
+    with jax.set_mesh(mesh):   # as the trainer calls the step (placement.on_mesh)
+      return program.train_step.__wrapped__.lower(program.abstract_state, batch).compile(
+          ).as_text()
+  assert 'all-gather' not in hlo('auto')
+  assert 'all-gather' in hlo('blocked')

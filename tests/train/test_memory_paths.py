@@ -179,12 +179,19 @@ def test_auto_accumulation_takes_cache_sized_microbatches_on_cpu_only():
 
 
 def test_the_program_runs_the_auto_count():
-  config = _config(**{'moe.num_experts': 0}, seq_len=256, batch_size=8)
-  config.mesh.num_devices = 1
-  program = program_lib.build(config, placement.make_mesh(config.mesh))
-  assert program.grad_accum_steps == 2
-  hlo = program.train_step.__wrapped__.lower(
-      program.abstract_state, jax.tree.map(
-          lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=program.batch_sharding),
-          _batch(8, 256, 61))).as_text()
-  assert 'while' in hlo   # the microbatch scan
+  """Auto's count is the one the program compiles: its step scans over
+  microbatches (the reference attention has no loop of its own)."""
+  def step_hlo(**keys):
+    config = _config(**{'moe.num_experts': 0, 'model.attention': 'reference'}, seq_len=256,
+                     **keys)
+    config.mesh.num_devices = 1
+    program = program_lib.build(config, placement.make_mesh(config.mesh))
+    batch = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=program.batch_sharding),
+        _batch(8, 256, 61))
+    return program.grad_accum_steps, program.train_step.__wrapped__.lower(
+        program.abstract_state, batch).as_text()
+  n, hlo = step_hlo()
+  assert n == 2 and 'stablehlo.while' in hlo
+  n, hlo = step_hlo(grad_accum_steps=1)
+  assert n == 1 and 'stablehlo.while' not in hlo
