@@ -5,20 +5,26 @@
   python -m experiments.bench.moe_layer --out=t4k.json --tokens=4096  # a slice
   python -m experiments.bench.moe_layer --out=tune.json --tokens=16384 \
       --tiles=128:128:64:128:8:3,128:256:64:128:8:3                   # tuning
+  python -m experiments.bench.moe_layer --out=k.json --kernels=triton,mosaic_gpu \
+      --paths= --tokens=16384       # both GPU kernel families, no ragged/einsum
 
 Times forward and forward+backward of the expert FFN (x -> y, gradients to x,
 gates and the three expert weights) over the issue-6 grid: T in {4096, 16384},
 D = 2048, F in {1024, 4096}, (E, k) in {(8, 2), (64, 8)}, uniform and skewed
 routing, bf16. Every number is measured in the same process, so the ratios
 compare like with like:
-  pallas  moe_jax.kernels.moe_ffn (dropless)
+  pallas  moe_jax.kernels.moe_ffn (dropless), Triton kernels; with
+          --kernels=...,mosaic_gpu also pallas_mosaic_gpu (gmm_mgpu.py)
   dense   a dense SwiGLU FFN on T*k rows: the same 6·T·k·D·F forward FLOPs
   ragged  moe_jax.models.dispatch.ragged (jax.lax.ragged_dot, dropless)
   einsum  moe_jax.models.dispatch.einsum, capacity factor 1.25 (drops tokens)
 plus the grouped matmul alone against one dense matmul and against its peers
-on the same sorted rows (`jax.lax.ragged_dot`; tokamax's Pallas kernels when
+on the same sorted rows (`jax.lax.ragged_dot`; on GPU jax's own Mosaic GPU
+ragged dot, jax.experimental.pallas.ops.gpu; tokamax's Pallas kernels when
 that optional package is installed), and dispatch / combine bandwidth against
-the device's measured copy bandwidth. `--tiles` times only the Pallas path at
+the device's measured copy bandwidth. `--paths` limits the paths timed
+besides the Pallas ones (ragged is still run, in chunks, for the check).
+`--tiles` times only the Pallas path at
 each tile setting, to choose the GPU preset. `--small` shrinks the
 grid so the whole script runs on CPU (Pallas in interpret mode): it checks the
 script end to end; its timings mean nothing. Needs only jax and moe_jax.
@@ -107,14 +113,19 @@ def _dense_ffn(x_MD, w0_DF, w1_DF, wo_FD):
   return (jax.nn.silu(x_MD @ w0_DF) * (x_MD @ w1_DF)) @ wo_FD
 
 
-def _paths(b):
-  """Each path as fn(x, idx, gates, w0, w1, wo) -> y_TD."""
+def _pallas_name(b):
+  return 'pallas' if b.kernels == 'triton' else f'pallas_{b.kernels}'
+
+
+def _paths(bs):
+  """Each path as fn(x, idx, gates, w0, w1, wo) -> y_TD: one Pallas path per
+  kernel family in bs, then ragged and einsum."""
   einsum = functools.partial(model_dispatch.einsum, capacity_factor=1.25)
-  return {
-      'pallas': functools.partial(moe_ffn_lib.moe_ffn, backend=b),
-      'ragged': lambda *a: model_dispatch.ragged(*a)[0],
-      'einsum': lambda *a: einsum(*a)[0],
-  }, lambda *a: einsum(*a)[1]
+  paths = {_pallas_name(b): functools.partial(moe_ffn_lib.moe_ffn, backend=b)
+           for b in bs}
+  paths.update(ragged=lambda *a: model_dispatch.ragged(*a)[0],
+               einsum=lambda *a: einsum(*a)[0])
+  return paths, lambda *a: einsum(*a)[1]
 
 
 def _measure(fns, args, warmup, reps):
@@ -168,15 +179,34 @@ def _reference(fwd, fwd_bwd, args, ct):
                                *gws]
 
 
-def _check(fwd, fwd_bwd, args, ct):
-  """Relative L2 error of the Pallas output and gradients against ragged."""
-  want_y, want_grads = _reference(fwd, fwd_bwd, args, ct)
-  errs = {'y': _rel_err(fwd['pallas'](*args), want_y)}
+def _check(fwd, fwd_bwd, args, ct, want, path):
+  """Relative L2 error of a Pallas path's output and gradients against
+  ragged's (want)."""
+  want_y, want_grads = want
+  errs = {'y': _rel_err(fwd[path](*args), want_y)}
   names = ('x', 'gates', 'wi_0', 'wi_1', 'wo')
-  for name, got, want in zip(names, fwd_bwd['pallas'](ct, *args), want_grads):
-    errs[name] = _rel_err(got, want)
+  for name, got, w in zip(names, fwd_bwd[path](ct, *args), want_grads):
+    errs[name] = _rel_err(got, w)
   return dict(rel_err=errs, rtol=CHECK_RTOL,
               ok=all(v <= CHECK_RTOL for v in errs.values()))
+
+
+def _checks(fwd, fwd_bwd, args, ct, paths):
+  """_check of each Pallas path against one computation of the reference; a
+  path that fails to run (or the reference) is ok=False with its error."""
+  def failed(err):
+    return dict(ok=False, error=f'{type(err).__name__}: {str(err)[:200]}')
+  try:
+    want = _reference(fwd, fwd_bwd, args, ct)
+  except Exception as err:  # pylint: disable=broad-except
+    return {path: failed(err) for path in paths}
+  out = {}
+  for path in paths:
+    try:
+      out[path] = _check(fwd, fwd_bwd, args, ct, want, path)
+    except Exception as err:  # pylint: disable=broad-except
+      out[path] = failed(err)
+  return out
 
 
 def _ms(seconds):
@@ -210,10 +240,22 @@ def _routed(x_TD, idx_Tk, num_experts, b):
   return r, jax.jit(lambda x, r: permute.dispatch(x, r, b))(x_TD, r)
 
 
+# jax's Mosaic GPU ragged dot at the tiles of our Mosaic GPU kernel (128 x
+# 128 x 64, four stages); its own sweep (its main()) was not run.
+JAX_MGPU_TILES = dict(block_m=128, block_n=128, block_k=64,
+                      max_concurrent_steps=4, grid_block_n=8)
+
+
 def _peer_gmms():
-  """The grouped matmuls to compare ours with: XLA's `ragged_dot`, and the
-  Pallas kernels of `tokamax` where it is installed (optional, GPU peer)."""
+  """The grouped matmuls to compare ours with: XLA's `ragged_dot`; on GPU the
+  Mosaic GPU ragged dot that ships with jax (unpadded groups, masked stores);
+  the Pallas kernels of `tokamax` where it is installed (optional)."""
   peers = {'ragged_dot': jax.jit(jax.lax.ragged_dot)}
+  if jax.default_backend() == 'gpu':
+    from jax.experimental.pallas.ops.gpu import ragged_dot_mgpu  # pylint: disable=g-import-not-at-top
+    peers['jax_ragged_dot_mgpu'] = jax.jit(
+        lambda x, w, sizes: ragged_dot_mgpu.ragged_dot(
+            x, w, group_sizes=sizes, **JAX_MGPU_TILES))
   try:
     import tokamax  # pylint: disable=g-import-not-at-top
   except ImportError:
@@ -227,8 +269,11 @@ def _peer_gmms():
   return peers
 
 
-def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
-  """All measurements for one grid point."""
+def bench_case(key, t, d, f, e, k, routing, bs, dtype, warmup, reps, peak,
+               timed=('ragged', 'einsum')):
+  """All measurements for one grid point; bs: one Backend per kernel family,
+  Triton's first; timed: the paths besides Pallas and dense to time."""
+  b = bs[0]
   args, ct = _inputs(key, t, d, f, e, k, routing, dtype)
   x_TD, idx_Tk, gates_Tk, *ws = args
   # Dense FFN on the T*k routed rows with expert 0's weights: equal FLOPs.
@@ -236,28 +281,30 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
   dense_args = (x_MD, ws[0][0], ws[1][0], ws[2][0])
   ct_dense = jnp.repeat(ct, k, axis=0)
 
-  paths, dropped_fn = _paths(b)
+  paths, dropped_fn = _paths(bs)
+  pallas = [_pallas_name(one) for one in bs]
   fwd, fwd_bwd = {}, {}
   for name, fn in paths.items():
     fwd[name], fwd_bwd[name] = _fwd_and_grad(fn, (0, 2, 3, 4, 5))
   dense_fwd, dense_grad = _fwd_and_grad(_dense_ffn, (0, 1, 2, 3))
-  try:
-    check = _check(fwd, fwd_bwd, args, ct)
-  except Exception as err:  # pylint: disable=broad-except
-    check = dict(ok=False, error=f'{type(err).__name__}: {str(err)[:200]}')
+  checks = _checks(fwd, fwd_bwd, args, ct, pallas)
+  keep = set(pallas) | set(timed)
   fwd_s = _measure({'dense': dense_fwd}, dense_args, warmup, reps)
-  fwd_s.update(_measure(fwd, args, warmup, reps))
+  fwd_s.update(_measure({n: fn for n, fn in fwd.items() if n in keep}, args,
+                        warmup, reps))
   bwd_s = _measure({'dense': dense_grad}, (ct_dense, *dense_args), warmup,
                    reps)
-  bwd_s.update(_measure(fwd_bwd, (ct, *args), warmup, reps))
+  bwd_s.update(_measure({n: fn for n, fn in fwd_bwd.items() if n in keep},
+                        (ct, *args), warmup, reps))
 
   # Pieces of the Pallas path: grouped matmul alone vs one dense matmul of
   # equal FLOPs, and the data movement of dispatch (routing metadata + row
   # gather) and of combine.
   r, x_RD = _routed(x_TD, idx_Tk, e, b)
   pieces = _measure(
-      {'gmm': jax.jit(lambda x, w, r: gmm_lib.gmm_raw(x, w, r, b))},
-      (x_RD, ws[0], r), warmup, reps)
+      {'gmm' + p[len('pallas'):]: jax.jit(functools.partial(
+          lambda x, w, r, one: gmm_lib.gmm_raw(x, w, r, one), one=one))
+       for p, one in zip(pallas, bs)}, (x_RD, ws[0], r), warmup, reps)
   pieces.update(_measure({'dense_matmul': jax.jit(jnp.matmul)},
                          (x_MD, ws[0][0]), warmup, reps))
   rows_MD, sizes_E = _sorted_rows(x_TD, idx_Tk, e)
@@ -272,12 +319,22 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
 
   flops_fwd, flops_fb = 6 * t * k * d * f, 18 * t * k * d * f
   row_bytes = t * k * d * jnp.dtype(dtype).itemsize   # the k routed copies
-  p_fwd, p_fb = fwd_s['pallas'], bwd_s['pallas']
+  p_fwd, p_fb = fwd_s[pallas[0]], bwd_s[pallas[0]]
+  ratios = {}
+  for p in pallas[1:]:   # each other kernel family against the first
+    ratios[f'{p}_fwd_bwd_speedup_vs_{pallas[0]}'] = _ratio(p_fb, bwd_s[p])
+    ratios[f'{p}_fwd_bwd_vs_time_bound'] = (
+        _ratio(flops_fb / peak, bwd_s[p]) if peak else None)
+    ratios[f'gmm{p[len("pallas"):]}_vs_dense_throughput'] = _ratio(
+        pieces['dense_matmul'], pieces['gmm' + p[len('pallas'):]])
+    ratios[f'{p}_fwd_bwd_speedup_vs_ragged'] = _ratio(bwd_s.get('ragged'),
+                                                      bwd_s[p])
   return dict(
       tokens=t, d_model=d, d_ff=f, experts=e, top_k=k, routing=routing,
       tokens_per_expert_mean=t * k / e, load=_load_stats(idx_Tk, e),
       assignments=t * k, padded_rows=int(r.num_tiles[0]) * b.tile_m,
-      einsum_dropped_frac=float(jax.jit(dropped_fn)(*args)), check=check,
+      einsum_dropped_frac=float(jax.jit(dropped_fn)(*args)),
+      check=checks[pallas[0]], checks=checks,
       fwd_ms=_ms(fwd_s), fwd_bwd_ms=_ms(bwd_s), pieces_ms=_ms(pieces),
       tflops={n: dict(fwd=_ratio(flops_fwd / 1e12, fwd_s[n]),
                       fwd_bwd=_ratio(flops_fb / 1e12, bwd_s[n]))
@@ -291,10 +348,11 @@ def bench_case(key, t, d, f, e, k, routing, b, dtype, warmup, reps, peak):
           fwd_bwd_vs_dense_throughput=_ratio(bwd_s['dense'], p_fb),
           fwd_bwd_vs_time_bound=(_ratio(flops_fb / peak, p_fb) if peak
                                  else None),
-          fwd_speedup_vs_ragged=_ratio(fwd_s['ragged'], p_fwd),
-          fwd_bwd_speedup_vs_ragged=_ratio(bwd_s['ragged'], p_fb),
-          fwd_speedup_vs_einsum=_ratio(fwd_s['einsum'], p_fwd),
-          fwd_bwd_speedup_vs_einsum=_ratio(bwd_s['einsum'], p_fb)),
+          fwd_speedup_vs_ragged=_ratio(fwd_s.get('ragged'), p_fwd),
+          fwd_bwd_speedup_vs_ragged=_ratio(bwd_s.get('ragged'), p_fb),
+          fwd_speedup_vs_einsum=_ratio(fwd_s.get('einsum'), p_fwd),
+          fwd_bwd_speedup_vs_einsum=_ratio(bwd_s.get('einsum'), p_fb),
+          **ratios),
       # Dispatch reads and writes the k routed rows; combine reads them and
       # writes one row per token.
       bandwidth_GBps=dict(
@@ -370,6 +428,12 @@ def main(argv=None):
   ap.add_argument('--experts_k', type=_pairs, help='e.g. 8:2,64:8')
   ap.add_argument('--routing', type=lambda v: tuple(v.split(',')),
                   help='uniform,skewed')
+  ap.add_argument('--kernels', type=lambda v: tuple(v.split(',')),
+                  default=('triton',), help='Pallas kernel families to time, '
+                  'first is the baseline: triton,mosaic_gpu')
+  ap.add_argument('--paths', type=lambda v: tuple(p for p in v.split(',') if p),
+                  default=('ragged', 'einsum'),
+                  help='other paths to time: ragged,einsum (default both)')
   ap.add_argument('--tiles', type=_tile_sets,
                   help='tune instead: time the Pallas path alone at each '
                   'm:n:k:w:warps:stages, e.g. 128:256:64:128:8:3,64:128:64:128:4:3')
@@ -380,7 +444,13 @@ def main(argv=None):
   if not set(grid['routing']) <= set(ROUTINGS):
     raise ConfigError(f'--routing={",".join(grid["routing"])} is not a '
                       f'subset of {",".join(ROUTINGS)}')
-  b = backend_lib.resolve(args.backend)
+  bad = set(args.paths) - {'ragged', 'einsum'}
+  if bad:
+    raise ConfigError(f'--paths={",".join(args.paths)}: {sorted(bad)} not '
+                      'among ragged,einsum')
+  bs = [backend_lib.resolve(args.backend, kernels=one)
+        for one in args.kernels]
+  b = bs[0]
   if b.interpret and not args.small:
     raise ConfigError('the full grid needs a GPU or TPU (pallas backend '
                       "resolved to 'interpret'); pass --small on CPU")
@@ -391,6 +461,7 @@ def main(argv=None):
       jax=jax.__version__, jaxlib=jaxlib.__version__, platform=dev.platform,
       device=dev.device_kind, device_count=jax.device_count(),
       pallas_backend=b.name, tiles=_tiles(b),
+      kernels={one.kernels: _tiles(one) for one in bs},
       dtype=args.dtype, small=args.small, nominal_peak_flops=peak,
       grid={n: grid[n] for n in ('tokens', 'd_model', 'd_ff', 'experts_k',
                                  'routing')},
@@ -416,8 +487,8 @@ def main(argv=None):
         cpu_step.write_json(args.out, dict(meta=meta, tuning=results))
         print(json.dumps(case), flush=True)
       continue
-    case = bench_case(sub, t, d, f, e, k, routing, b, jnp.dtype(args.dtype),
-                      grid['warmup'], grid['reps'], peak)
+    case = bench_case(sub, t, d, f, e, k, routing, bs, jnp.dtype(args.dtype),
+                      grid['warmup'], grid['reps'], peak, args.paths)
     results.append(case)
     cpu_step.write_json(args.out, dict(meta=meta, results=results))
     print(json.dumps({n: case[n] for n in ('tokens', 'd_ff', 'experts',

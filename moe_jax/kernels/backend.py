@@ -3,7 +3,9 @@
 `moe_ffn(..., backend=None)` follows `jax.default_backend()`: Triton-lowered
 kernels on GPU, Mosaic grouped matmuls on TPU, and the same GPU kernels in
 Pallas interpret mode everywhere else (CPU), where they are slow but exact, so
-CI checks the kernel bodies that a GPU would compile. Asking for a backend the
+CI checks the kernel bodies that a GPU would compile. `kernels='mosaic_gpu'`
+swaps in the Mosaic GPU grouped matmuls (wgmma, TMA; gmm_mgpu.py) for 16-bit
+operands on GPU, or in Mosaic GPU's interpret mode on CPU. Asking for a backend the
 machine lacks is a ConfigError rather than a silent fallback: a benchmark that
 quietly ran in interpret mode would report nonsense.
 """
@@ -16,6 +18,7 @@ from jax import lax
 from moe_jax.errors import ConfigError
 
 BACKENDS = ('gpu', 'tpu', 'interpret')
+KERNELS = ('triton', 'mosaic', 'mosaic_gpu')
 _LANES = 128  # TPU vector lanes: Mosaic block widths are multiples of it
 
 
@@ -33,7 +36,7 @@ class Backend:
   """
   name: str
   interpret: bool
-  kernels: str           # 'triton' (GPU-style bodies) | 'mosaic' (TPU grid)
+  kernels: str           # one of KERNELS; 'mosaic' is the TPU grid
   tile_m: int
   tile_n: int
   tile_k: int
@@ -44,6 +47,7 @@ class Backend:
   num_warps: int = 4
   num_stages: int = 3
   matmul_precision: str | None = None   # a jax.lax.Precision name
+  snake_n: int = 8       # mosaic_gpu: column tiles per band of its schedule
 
   @property
   def precision(self):
@@ -61,8 +65,14 @@ class Backend:
 
   def __post_init__(self):
     self.precision  # pylint: disable=pointless-statement  (checks the name)
+    if self.kernels not in KERNELS:
+      raise ConfigError(f'pallas kernels={self.kernels!r} is not one of '
+                        f'{KERNELS}')
     if self.interpret:
       return
+    if self.kernels == 'mosaic_gpu' and self.tile_m % 64:
+      raise ConfigError(f'pallas backend {self.name!r}: tile_m={self.tile_m} '
+                        'must be a multiple of 64 (one wgmma per warpgroup)')
     if self.kernels == 'mosaic' and self.tile_m % 8:
       raise ConfigError(f'pallas backend {self.name!r}: tile_m={self.tile_m} '
                         'must be a multiple of 8 (TPU sublanes)')
@@ -108,6 +118,17 @@ _PRESETS = {
                          tile_k=16, tile_t=8, tile_d=16),
 }
 
+# The grouped-matmul tiles of kernels='mosaic_gpu', applied before the
+# caller's overrides. On GPU one warpgroup holds the 128 x 128 f32
+# accumulator in registers (128 per thread) and tile_k = 64 bf16 elements is
+# one 128-byte swizzle row; four stages keep four TMA copies in flight. In
+# interpret mode wgmma's smallest row tile (64).
+_MOSAIC_GPU = {
+    'gpu': dict(tile_n=128, tile_k=64, tile_w=128, num_stages=4),
+    'interpret': dict(tile_m=64, tile_n=64, tile_k=64, tile_w=64,
+                      num_stages=2, snake_n=2),
+}
+
 
 def _platform():
   name = jax.default_backend()
@@ -138,6 +159,11 @@ def resolve(backend=None, **overrides):
         f'(slow, exact) or moe.dispatch=\'ragged\'')
   overrides.setdefault('matmul_precision',
                        jax.config.jax_default_matmul_precision)
+  if overrides.get('kernels') == 'mosaic_gpu':
+    if backend == 'tpu':
+      raise ConfigError("pallas kernels='mosaic_gpu' needs a GPU (or "
+                        "backend='interpret'), not a TPU")
+    overrides = {**_MOSAIC_GPU[backend], **overrides}
   return dataclasses.replace(_PRESETS[backend], **overrides)
 
 

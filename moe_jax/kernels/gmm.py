@@ -12,7 +12,8 @@ tiles past `num_tiles` are skipped and written as zeros.
 These are the GPU (Triton-lowered) kernels, also run in interpret mode on CPU:
 one program per (row tile, column tile) with the contraction loop inside, the
 expert id read from the routing metadata, and weight tiles loaded from global
-memory at that expert's offset. `gmm_tpu` holds the Mosaic versions.
+memory at that expert's offset. `gmm_tpu` holds the Mosaic (TPU) versions,
+`gmm_mgpu` the Mosaic GPU ones (16-bit operands; f32 stays here).
 """
 import functools
 
@@ -22,6 +23,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
 from moe_jax.kernels import backend as backend_lib
+from moe_jax.kernels import gmm_mgpu
 from moe_jax.kernels import gmm_tpu
 
 _NN = (((1,), (0,)), ((), ()))   # a @ w
@@ -81,6 +83,8 @@ def gmm_raw(lhs_RK, rhs, routing, b, transpose_rhs=False, out_dtype=None):
   transpose_rhs."""
   if b.kernels == 'mosaic':
     return gmm_tpu.gmm(lhs_RK, rhs, routing, b, transpose_rhs, out_dtype)
+  if b.kernels == 'mosaic_gpu' and gmm_mgpu.supports(lhs_RK.dtype, rhs.dtype):
+    return gmm_mgpu.gmm(lhs_RK, rhs, routing, b, transpose_rhs, out_dtype)
   rows, k_dim = lhs_RK.shape
   n_dim = rhs.shape[1] if transpose_rhs else rhs.shape[2]
   tm = b.tile_m
@@ -110,6 +114,9 @@ def tgmm_raw(lhs_RK, dout_RN, routing, b, out_dtype):
   """Per-expert lhs^T @ dout over that expert's row tiles: [E, K, N]."""
   if b.kernels == 'mosaic':
     return gmm_tpu.tgmm(lhs_RK, dout_RN, routing, b, out_dtype)
+  if b.kernels == 'mosaic_gpu' and gmm_mgpu.supports(lhs_RK.dtype,
+                                                     dout_RN.dtype):
+    return gmm_mgpu.tgmm(lhs_RK, dout_RN, routing, b, out_dtype)
   k_dim, n_dim = lhs_RK.shape[1], dout_RN.shape[1]
   num_experts = routing.counts_E.shape[0]
   # Both output dims are tiled like an output column tile.

@@ -73,3 +73,15 @@ def test_bad_tile_setting_is_a_one_line_error(tmp_path, capsys):
     moe_layer.main(['--small', f'--out={tmp_path / "r.json"}', '--tiles=8:16'])
   assert "is not a list like 128:256:64:128:8:3" in capsys.readouterr().err
   assert not (tmp_path / 'r.json').exists()
+
+
+def test_paths_limits_the_timed_paths_but_not_the_check(tmp_path):
+  out = tmp_path / 'r.json'
+  moe_layer.main(['--small', f'--out={out}', '--experts_k=4:2',
+                  '--routing=uniform', '--paths='])
+  [case] = json.loads(out.read_text())['results']
+  assert set(case['fwd_bwd_ms']) == {'dense', 'pallas'}
+  assert case['checks']['pallas']['ok'], case['checks']   # ragged still ran
+  with pytest.raises(moe_layer.ConfigError, match="--paths=zipf"):
+    moe_layer.main(['--small', f'--out={tmp_path / "b.json"}', '--paths=zipf'])
+  assert not (tmp_path / 'b.json').exists()

@@ -14,8 +14,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from moe_jax.kernels import backend
 from moe_jax.kernels import moe_ffn
 from tests.kernels import routings
+from tests.kernels import test_gmm_mgpu
 from tests.kernels import test_moe_ffn as interpret_tests
 
 pytestmark = pytest.mark.skipif(
@@ -36,6 +38,10 @@ def test_native_kernels_match_reference(routing, num_experts, top_k, dtype):
 @pytest.mark.parametrize('routing', ['uniform', 'skewed', 'empty_experts'])
 @pytest.mark.parametrize('dtype', ['float32', 'bfloat16'])
 def test_native_kernels_match_reference_at_device_tiles(routing, dtype):
+  _device_tiles_case(NATIVE, routing, dtype)
+
+
+def _device_tiles_case(fn, routing, dtype):
   num_tokens, d_model, d_ff, num_experts, top_k = 1000, 256, 512, 64, 8
   idx = routings.make_idx(routing, num_tokens, num_experts, top_k)
   gates = routings.make_gates(num_tokens, top_k)
@@ -48,4 +54,24 @@ def test_native_kernels_match_reference_at_device_tiles(routing, dtype):
   args = tuple(a.astype(dtype) if a.dtype == jnp.float32 else a for a in
                (x, jnp.asarray(idx), jnp.asarray(gates), w0, w1, wo))
   with jax.default_matmul_precision('highest'):
-    interpret_tests._check_args(NATIVE, args, ct, dtype)  # pylint: disable=protected-access
+    interpret_tests._check_args(fn, args, ct, dtype)  # pylint: disable=protected-access
+
+
+needs_gpu = pytest.mark.skipif(jax.default_backend() != 'gpu',
+                               reason='Mosaic GPU kernels need a GPU')
+
+
+@needs_gpu
+@pytest.mark.parametrize('check', ['test_gmm_matches_numpy',
+                                   'test_input_grad_matches_numpy',
+                                   'test_weight_grad_matches_numpy'])
+def test_mosaic_gpu_products_at_device_tiles(check):
+  getattr(test_gmm_mgpu, check)(backend.resolve('gpu', kernels='mosaic_gpu'))
+
+
+@needs_gpu
+@pytest.mark.parametrize('routing', ['uniform', 'skewed', 'empty_experts'])
+def test_mosaic_gpu_kernels_match_reference_at_device_tiles(routing):
+  mosaic_gpu = functools.partial(
+      moe_ffn.moe_ffn, backend=backend.resolve('gpu', kernels='mosaic_gpu'))
+  _device_tiles_case(mosaic_gpu, routing, 'bfloat16')
