@@ -40,15 +40,20 @@ def _check_shapes(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
 
 
 def moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *,
-            backend=None):
+            backend=None, kernels=None):
   """Routes each token to its k experts and sums their gated SwiGLU outputs.
 
   backend: None (from jax.default_backend(): 'gpu', 'tpu', else 'interpret'),
   one of backend.BACKENDS, or a backend.Backend (custom tiles / kernels).
+  kernels: None (the backend's own) or a kernel family of backend.KERNELS,
+  e.g. 'mosaic_gpu', for a backend given by name.
   """
   _check_shapes(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD)
-  b = (backend if isinstance(backend, backend_lib.Backend)
-       else backend_lib.resolve(backend))
+  if isinstance(backend, backend_lib.Backend):
+    b = backend
+  else:
+    b = backend_lib.resolve(backend, **({} if kernels is None else
+                                        dict(kernels=kernels)))
   routing = expert_sort.route(idx_Tk, wi_0_EDF.shape[0], b.tile_m)
   x_RD = permute.dispatch(x_TD, routing, b)
   h0_RF = gmm_lib.gmm(x_RD, wi_0_EDF, routing, b)

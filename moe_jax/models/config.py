@@ -49,7 +49,8 @@ class MoEConfig:
   balance_scope: str = 'global'  # global | sequence
   z_loss_weight: float = 1e-3
   router_loss_reduction: str = 'sum'  # sum | mean of the router losses over MoE layers
-  # auto (per platform) | reference | einsum | ragged | grouped | pallas (models/dispatch.py)
+  # auto (per platform) | reference | einsum | ragged | grouped | pallas |
+  # pallas_mosaic_gpu (models/dispatch.py)
   dispatch: str = 'auto'
   capacity_factor: float = 1.25  # einsum dispatch only
 

@@ -9,11 +9,16 @@ and return `(y_TD, dropped_frac)`:
              `jax.lax.ragged_dot` grouped matmuls, un-sort, weighted sum over k
   grouped    dropless: the XLA loop over expert-sorted row tiles of
              moe_jax/kernels/grouped.py (the CPU path: routed rows only)
-  pallas     the fused kernel of moe_jax/kernels/moe_ffn.py
+  pallas     the fused kernel of moe_jax/kernels/moe_ffn.py (Triton on GPU)
+  pallas_mosaic_gpu
+             the same with the Mosaic GPU grouped matmuls for bf16 operands
+             (kernels='mosaic_gpu', moe_jax/kernels/gmm_mgpu.py): D and F
+             multiples of 128 on GPU, of 64 in interpret mode
   auto       the fastest dropless path of the platform (`AUTO`, `resolve`)
 Under a mesh whose `expert` axis has more than one device, `get` returns the
 expert-parallel path of moe_jax/parallel/expert.py instead (`expert_parallel`),
-whose shards compute their local experts with the Pallas kernels for `pallas`,
+whose shards compute their local experts with the Pallas kernels for the
+`pallas` paths,
 the grouped loop for `grouped` and `jax.lax.ragged_dot` otherwise; under one
 that splits tokens but not experts, the chosen path runs on each token shard
 (moe_jax/parallel/local.py), einsum with a capacity per shard.
@@ -103,8 +108,9 @@ def _pallas_kernel():
                       f'failed to import ({e})') from e
 
 
-def pallas(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD):
-  y_TD = _pallas_kernel().moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD)
+def pallas(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, kernels=None):
+  y_TD = _pallas_kernel().moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF,
+                                  wo_EFD, kernels=kernels)
   return y_TD, jnp.float32(0.0)
 
 
@@ -115,21 +121,24 @@ def expert_parallel(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
 
   Each token shard is one GShard group (moe_jax/parallel/expert.py), so with a
   capacity the tokens dropped can differ from einsum's one group over all T.
-  `local_ffn` ('ragged' | 'grouped' | 'pallas') computes each shard's local experts.
+  `local_ffn` ('ragged' | 'grouped' | 'pallas' | 'pallas_mosaic_gpu') computes
+  each shard's local experts.
   """
   cap = None
   if capacity_factor is not None:
     num_tokens, top_k = idx_Tk.shape
     shards = math.prod(size for axis, size in mesh.shape.items() if axis != 'tensor')
     cap = capacity(-(-num_tokens // shards), top_k, wi_0_EDF.shape[0], capacity_factor)
-  if local_ffn == 'pallas':
+  if local_ffn.startswith('pallas'):
     _pallas_kernel()   # a missing kernel is the ConfigError `pallas` raises
   return expert_lib.moe_ffn_ep(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, mesh=mesh,
                                capacity=cap, local_ffn=local_ffn)
 
 
 _PATHS = {'reference': reference, 'einsum': einsum, 'ragged': ragged, 'grouped': grouped,
-          'pallas': pallas}
+          'pallas': pallas,
+          'pallas_mosaic_gpu': functools.partial(pallas, kernels='mosaic_gpu')}
+_LOCAL = ('grouped', 'pallas', 'pallas_mosaic_gpu')   # expert-parallel local FFNs
 NAMES = (*_PATHS, 'auto')
 
 # The fastest dropless path per platform, the one place that choice is made
@@ -170,7 +179,7 @@ def get(name, capacity_factor=1.25, mesh=None):
   if sizes.get('expert', 1) > 1:
     return functools.partial(expert_parallel, mesh=mesh,
                              capacity_factor=capacity_factor if name == 'einsum' else None,
-                             local_ffn=name if name in ('pallas', 'grouped') else 'ragged')
+                             local_ffn=name if name in _LOCAL else 'ragged')
   fn = _PATHS[name]
   if name == 'einsum':
     fn = functools.partial(einsum, capacity_factor=capacity_factor)

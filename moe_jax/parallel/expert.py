@@ -17,7 +17,7 @@
 Local experts. The receive buffer's empty rows carry e = E_l (no expert).
 `local_ffn='ragged'` sorts the rows by local expert, runs
 `jax.lax.ragged_dot` and un-sorts; on GPU XLA lowers its weight gradient
-densely. `local_ffn='pallas'` runs the grouped-matmul kernels of
+densely. `local_ffn='pallas'` (or 'pallas_mosaic_gpu') runs the grouped-matmul kernels of
 moe_jax/kernels/moe_ffn.py instead (interpret mode on CPU), whose routing
 treats e = E_l as "no expert" and gives those rows no row of its buffer: under
 dropless routing n - 1 of every n receive rows are empty on average, and they
@@ -62,7 +62,7 @@ def moe_ffn_ep(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
   """Expert-parallel `reference.moe_ffn` on `mesh`; returns (y_TD, dropped_frac).
 
   `exchange` is 'padded' or 'ragged'; None picks 'ragged' on GPU/TPU.
-  `local_ffn` ('ragged', 'grouped' or 'pallas') computes each shard's local
+  `local_ffn` (a key of `_LOCAL_FFNS`) computes each shard's local
   experts. With `tensor_axis` in the mesh and d_ff divisible by it, each
   tensor shard holds a slice of every local expert's F and the partial outputs
   are summed.
@@ -171,27 +171,29 @@ def _ragged_ffn(x_RD, e_R, wi_0, wi_1, wo):
   return jnp.where((e_R < local_experts)[:, None], y_RD, 0)
 
 
-def _one_choice(kernel, x_RD, e_R, wi_0, wi_1, wo):
-  """`_ragged_ffn` by a routed-rows-only kernel (`moe_ffn` of
+def _one_choice(moe_ffn, x_RD, e_R, wi_0, wi_1, wo):
+  """`_ragged_ffn` by a routed-rows-only kernel (a `moe_ffn` of
   moe_jax/kernels/moe_ffn.py or grouped.py): each row is a token with one
   choice and a unit gate, and e_R = E_l is its "no expert" index, so those
   rows get no row of the kernel's buffer and no FLOPs."""
   gates_R1 = jnp.ones((e_R.shape[0], 1), x_RD.dtype)
-  return kernel.moe_ffn(x_RD, e_R[:, None], gates_R1, wi_0, wi_1, wo)
+  return moe_ffn(x_RD, e_R[:, None], gates_R1, wi_0, wi_1, wo)
 
 
 def _grouped_ffn(x_RD, e_R, wi_0, wi_1, wo):
-  return _one_choice(grouped, x_RD, e_R, wi_0, wi_1, wo)
+  return _one_choice(grouped.moe_ffn, x_RD, e_R, wi_0, wi_1, wo)
 
 
-def _pallas_ffn(x_RD, e_R, wi_0, wi_1, wo):
+def _pallas_ffn(x_RD, e_R, wi_0, wi_1, wo, kernels=None):
   # Imported on use, as in moe_jax.models.dispatch.pallas: the other paths
   # never need the Pallas kernel package.
   from moe_jax.kernels import moe_ffn  # pylint: disable=g-import-not-at-top
-  return _one_choice(moe_ffn, x_RD, e_R, wi_0, wi_1, wo)
+  return _one_choice(functools.partial(moe_ffn.moe_ffn, kernels=kernels), x_RD,
+                     e_R, wi_0, wi_1, wo)
 
 
-_LOCAL_FFNS = {'ragged': _ragged_ffn, 'grouped': _grouped_ffn, 'pallas': _pallas_ffn}
+_LOCAL_FFNS = {'ragged': _ragged_ffn, 'grouped': _grouped_ffn, 'pallas': _pallas_ffn,
+               'pallas_mosaic_gpu': functools.partial(_pallas_ffn, kernels='mosaic_gpu')}
 
 
 def _padded(buf, sent_n, got_n, slots, axis, fill):

@@ -111,6 +111,20 @@ def test_unknown_dispatch_is_config_error():
     dispatch.get('sorted')
 
 
+def test_pallas_mosaic_gpu_matches_reference_forward():
+  """The Mosaic GPU grouped matmuls (interpret mode) under the dispatch name,
+  bf16 at their 64-wide interpret tiles; forward only, since jax 0.10's
+  interpreter cannot run their backward (tests/kernels/test_gmm_mgpu.py)."""
+  inputs = fixtures.moe_inputs('skewed', tokens=40, experts=4, top_k=2, d=64, f=128)
+  bf16 = {a: v.astype(jnp.bfloat16) if v.dtype == jnp.float32 else v
+          for a, v in inputs.items()}
+  y_TD, dropped = _call(dispatch.get('pallas_mosaic_gpu'), bf16)
+  want_TD = _call(reference.moe_ffn, inputs)
+  assert y_TD.dtype == jnp.bfloat16 and float(dropped) == 0.0
+  err = np.max(np.abs(np.asarray(y_TD, np.float32) - want_TD)) / np.max(np.abs(want_TD))
+  assert err <= 2e-2, err
+
+
 def test_pallas_without_kernel_is_config_error(monkeypatch):
   # A None entry in sys.modules makes the import fail as if the file were absent.
   monkeypatch.setitem(sys.modules, 'moe_jax.kernels.moe_ffn', None)

@@ -109,7 +109,8 @@ def test_grouped_local_experts_match_reference():
 
 def test_get_under_expert_mesh_picks_local_ffn():
   mesh = sharding.make_mesh(MESHES['data2_expert4'])
-  for name, local_ffn in [('pallas', 'pallas'), ('ragged', 'ragged'), ('grouped', 'grouped'),
+  for name, local_ffn in [('pallas', 'pallas'), ('pallas_mosaic_gpu', 'pallas_mosaic_gpu'),
+                          ('ragged', 'ragged'), ('grouped', 'grouped'),
                           ('einsum', 'ragged'), ('reference', 'ragged'),
                           ('auto', dispatch.resolve('auto'))]:
     fn = dispatch.get(name, mesh=mesh)
