@@ -117,6 +117,10 @@ def _pallas_name(b):
   return 'pallas' if b.kernels == 'triton' else f'pallas_{b.kernels}'
 
 
+def _gmm_name(b):
+  return 'gmm' if b.kernels == 'triton' else f'gmm_{b.kernels}'
+
+
 def _paths(bs):
   """Each path as fn(x, idx, gates, w0, w1, wo) -> y_TD: one Pallas path per
   kernel family in bs, then ragged and einsum."""
@@ -300,11 +304,13 @@ def bench_case(key, t, d, f, e, k, routing, bs, dtype, warmup, reps, peak,
   # Pieces of the Pallas path: grouped matmul alone vs one dense matmul of
   # equal FLOPs, and the data movement of dispatch (routing metadata + row
   # gather) and of combine.
+  pieces = {}
+  for one in bs:   # each family on rows padded to its own row tile
+    r, x_RD = _routed(x_TD, idx_Tk, e, one)
+    pieces.update(_measure({_gmm_name(one): jax.jit(functools.partial(
+        lambda x, w, r, one: gmm_lib.gmm_raw(x, w, r, one), one=one))},
+                           (x_RD, ws[0], r), warmup, reps))
   r, x_RD = _routed(x_TD, idx_Tk, e, b)
-  pieces = _measure(
-      {'gmm' + p[len('pallas'):]: jax.jit(functools.partial(
-          lambda x, w, r, one: gmm_lib.gmm_raw(x, w, r, one), one=one))
-       for p, one in zip(pallas, bs)}, (x_RD, ws[0], r), warmup, reps)
   pieces.update(_measure({'dense_matmul': jax.jit(jnp.matmul)},
                          (x_MD, ws[0][0]), warmup, reps))
   rows_MD, sizes_E = _sorted_rows(x_TD, idx_Tk, e)
@@ -321,12 +327,15 @@ def bench_case(key, t, d, f, e, k, routing, bs, dtype, warmup, reps, peak,
   row_bytes = t * k * d * jnp.dtype(dtype).itemsize   # the k routed copies
   p_fwd, p_fb = fwd_s[pallas[0]], bwd_s[pallas[0]]
   ratios = {}
-  for p in pallas[1:]:   # each other kernel family against the first
+  for p, one in zip(pallas[1:], bs[1:]):   # each other family against the first
+    gmm = _gmm_name(one)
     ratios[f'{p}_fwd_bwd_speedup_vs_{pallas[0]}'] = _ratio(p_fb, bwd_s[p])
     ratios[f'{p}_fwd_bwd_vs_time_bound'] = (
         _ratio(flops_fb / peak, bwd_s[p]) if peak else None)
-    ratios[f'gmm{p[len("pallas"):]}_vs_dense_throughput'] = _ratio(
-        pieces['dense_matmul'], pieces['gmm' + p[len('pallas'):]])
+    ratios[f'{gmm}_vs_dense_throughput'] = _ratio(pieces['dense_matmul'],
+                                                  pieces[gmm])
+    ratios.update({f'{gmm}_speedup_vs_{n}': _ratio(pieces[n], pieces[gmm])
+                   for n in peers})
     ratios[f'{p}_fwd_bwd_speedup_vs_ragged'] = _ratio(bwd_s.get('ragged'),
                                                       bwd_s[p])
   return dict(

@@ -70,9 +70,15 @@ class Backend:
                         f'{KERNELS}')
     if self.interpret:
       return
-    if self.kernels == 'mosaic_gpu' and self.tile_m % 64:
-      raise ConfigError(f'pallas backend {self.name!r}: tile_m={self.tile_m} '
-                        'must be a multiple of 64 (one wgmma per warpgroup)')
+    if self.kernels == 'mosaic_gpu':
+      tiles = dict(tile_m=self.tile_m, tile_n=self.tile_n, tile_k=self.tile_k,
+                   tile_w=self.tile_w or self.tile_n)
+      bad = {n: t for n, t in tiles.items() if t % 64}
+      if bad or self.tile_m & (self.tile_m - 1) or self.num_stages < 2:
+        raise ConfigError(
+            f'pallas backend {self.name!r}, kernels=mosaic_gpu: tiles {tiles} must be '
+            'multiples of 64 (wgmma rows, one 128-byte bf16 swizzle row), tile_m a power '
+            f'of two (the Triton permutes), num_stages={self.num_stages} >= 2')
     if self.kernels == 'mosaic' and self.tile_m % 8:
       raise ConfigError(f'pallas backend {self.name!r}: tile_m={self.tile_m} '
                         'must be a multiple of 8 (TPU sublanes)')
@@ -163,19 +169,24 @@ def resolve(backend=None, **overrides):
     if backend == 'tpu':
       raise ConfigError("pallas kernels='mosaic_gpu' needs a GPU (or "
                         "backend='interpret'), not a TPU")
+    cc = getattr(jax.devices()[0], 'compute_capability', None)
+    if backend == 'gpu' and str(cc) != '9.0':
+      raise ConfigError("pallas kernels='mosaic_gpu' is written for Hopper "
+                        f'(compute capability 9.0), this GPU has {cc}; use '
+                        "kernels='triton'")
     overrides = {**_MOSAIC_GPU[backend], **overrides}
   return dataclasses.replace(_PRESETS[backend], **overrides)
 
 
 # Shared memory one Triton block may use, by CUDA compute capability (the
 # opt-in maximum per block); unknown devices get the smallest common value.
-_SMEM_PER_BLOCK = {'9.0': 227 * 1024, '8.0': 163 * 1024, '8.7': 163 * 1024}
+SMEM_PER_BLOCK = {'9.0': 227 * 1024, '8.0': 163 * 1024, '8.7': 163 * 1024}
 _SMEM_DEFAULT = 99 * 1024
 
 
 def _smem_per_block():
   cc = getattr(jax.devices()[0], 'compute_capability', None)
-  return _SMEM_PER_BLOCK.get(str(cc), _SMEM_DEFAULT)
+  return SMEM_PER_BLOCK.get(str(cc), _SMEM_DEFAULT)
 
 
 def compiler_params(b, stage_bytes=0):

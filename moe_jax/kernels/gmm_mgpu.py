@@ -3,8 +3,8 @@
   gmm:   out_RN[r] = lhs_RK[r] @ rhs_EKN[group(r)]   (or rhs_ENK^T: dlhs)
   tgmm:  drhs_EKN[e] = sum_{r in group e} lhs_RK[r]^T dout_RN[r]
 
-Why a second GPU kernel: the Triton one reaches 0.35-0.84x of a dense matmul
-(docs/benchmarks.md); Triton chooses its own loads, while here every operand
+Why a second GPU kernel: the Triton one stays well below a dense matmul
+(docs/benchmarks.md, "MoE layer kernel"); Triton chooses its own loads, while here every operand
 tile is a TMA copy into swizzled shared memory that wgmma reads directly, and
 the copies of the next `num_stages` contraction steps are in flight while the
 tensor cores work on the current one (`plgpu.emit_pipeline`).
@@ -28,6 +28,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
 from moe_jax.errors import ConfigError
+from moe_jax.kernels import backend as backend_lib
 
 # An H100 SXM's SMs: the program count when lowering on a host without a GPU
 # (jax.export for CI). On a GPU the device's own count is used.
@@ -36,12 +37,14 @@ _HOPPER_SMS = 132
 # shape and the persistent loop itself is exercised.
 _INTERPRET_SMS = 3
 _SWIZZLE_BYTES = 128   # the widest wgmma swizzle: a 64-element bf16 row
-_HOPPER_SMEM = 227 * 1024   # shared memory one block may opt into (sm_90)
+_HOPPER_SMEM = backend_lib.SMEM_PER_BLOCK['9.0']
 
 
 def supports(*dtypes):
-  """Whether wgmma takes these operand dtypes without changing their math."""
-  return all(jnp.dtype(d).itemsize == 2 for d in dtypes)
+  """Whether wgmma takes these operands without changing their math: one
+  16-bit float type for all (it multiplies f32 as TF32, mixes no types)."""
+  return len({jnp.dtype(d) for d in dtypes}) == 1 and jnp.dtype(dtypes[0]) in (
+      jnp.bfloat16, jnp.float16)
 
 
 def _interpret_params():

@@ -50,6 +50,9 @@ def moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *,
   """
   _check_shapes(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD)
   if isinstance(backend, backend_lib.Backend):
+    if kernels not in (None, backend.kernels):
+      raise ConfigError(f'moe_ffn: kernels={kernels!r} disagrees with the given '
+                        f'backend\'s kernels={backend.kernels!r}')
     b = backend
   else:
     b = backend_lib.resolve(backend, **({} if kernels is None else

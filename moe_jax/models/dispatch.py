@@ -138,7 +138,6 @@ def expert_parallel(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *, mesh,
 _PATHS = {'reference': reference, 'einsum': einsum, 'ragged': ragged, 'grouped': grouped,
           'pallas': pallas,
           'pallas_mosaic_gpu': functools.partial(pallas, kernels='mosaic_gpu')}
-_LOCAL = ('grouped', 'pallas', 'pallas_mosaic_gpu')   # expert-parallel local FFNs
 NAMES = (*_PATHS, 'auto')
 
 # The fastest dropless path per platform, the one place that choice is made
@@ -164,8 +163,8 @@ def get(name, capacity_factor=1.25, mesh=None):
   With a `mesh` (concrete or abstract) whose `expert` axis is larger than 1,
   experts live on different devices, so every name maps to `expert_parallel`:
   einsum to its capacity mode, the dropless paths to its dropless mode, with
-  the local experts computed by the Pallas kernels for `pallas`, the grouped
-  loop for `grouped` and `jax.lax.ragged_dot` for the others. 'auto' is
+  the local experts computed by the Pallas kernels for the `pallas` paths, the
+  grouped loop for `grouped` and `jax.lax.ragged_dot` for the others. 'auto' is
   `resolve`d first, at trace time.
   With `expert` = 1 but tokens split over the other axes of the default
   `batch` rule (moe_jax/sharding.py), `name` runs per token shard
@@ -179,7 +178,7 @@ def get(name, capacity_factor=1.25, mesh=None):
   if sizes.get('expert', 1) > 1:
     return functools.partial(expert_parallel, mesh=mesh,
                              capacity_factor=capacity_factor if name == 'einsum' else None,
-                             local_ffn=name if name in _LOCAL else 'ragged')
+                             local_ffn=name if name in expert_lib.LOCAL_FFNS else 'ragged')
   fn = _PATHS[name]
   if name == 'einsum':
     fn = functools.partial(einsum, capacity_factor=capacity_factor)

@@ -194,6 +194,7 @@ def _pallas_ffn(x_RD, e_R, wi_0, wi_1, wo, kernels=None):
 
 _LOCAL_FFNS = {'ragged': _ragged_ffn, 'grouped': _grouped_ffn, 'pallas': _pallas_ffn,
                'pallas_mosaic_gpu': functools.partial(_pallas_ffn, kernels='mosaic_gpu')}
+LOCAL_FFNS = tuple(_LOCAL_FFNS)
 
 
 def _padded(buf, sent_n, got_n, slots, axis, fill):

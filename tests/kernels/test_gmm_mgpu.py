@@ -22,6 +22,7 @@ from moe_jax.kernels import backend
 from moe_jax.kernels import expert_sort
 from moe_jax.kernels import gmm
 from moe_jax.kernels import gmm_mgpu
+from moe_jax.kernels import moe_ffn
 from tests.kernels import routings
 
 NUM_EXPERTS, K_DIM, N_DIM = 4, 128, 256
@@ -82,16 +83,26 @@ def test_weight_grad_matches_numpy(b=None):
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
-def test_f32_operands_keep_the_triton_kernels():
-  """wgmma would round f32 to TF32; gmm routes f32 to the Triton bodies."""
-  b, r, lhs, rhs, _, used, group = _case()
-  assert not gmm_mgpu.supports(jnp.float32, jnp.bfloat16)
-  lhs, rhs = _f32(lhs), _f32(rhs)
+def test_f32_operands_keep_the_triton_kernels(monkeypatch):
+  """wgmma would round f32 to TF32 and cannot mix types: gmm routes f32
+  (and mixed 16-bit types) to the Triton bodies, for all three products."""
+  def refuse(*args, **kwargs):
+    raise AssertionError('an f32 product reached the Mosaic GPU kernels')
+  monkeypatch.setattr(gmm_mgpu, 'gmm', refuse)
+  monkeypatch.setattr(gmm_mgpu, 'tgmm', refuse)
+  b, r, lhs, rhs, dout, used, group = _case()
+  b = dataclasses.replace(b, matmul_precision='highest')
+  assert not gmm_mgpu.supports(jnp.bfloat16, jnp.float16)
+  lhs, rhs, dout = _f32(lhs), _f32(rhs), _f32(dout)
   want = np.einsum('rk,rkn->rn', lhs, rhs[group]) * used[:, None]
-  with jax.default_matmul_precision('highest'):
-    got = gmm.gmm_raw(jnp.asarray(lhs), jnp.asarray(rhs), r,
-                      dataclasses.replace(b, matmul_precision='highest'))
+  got = gmm.gmm_raw(jnp.asarray(lhs), jnp.asarray(rhs), r, b)
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+  lhs0, dout0 = lhs * used[:, None], dout * used[:, None]
+  want_w = np.stack([lhs0[group == e].T @ dout0[group == e]
+                     for e in range(NUM_EXPERTS)])
+  got_w = gmm.tgmm_raw(jnp.asarray(lhs0), jnp.asarray(dout0), r, b,
+                       out_dtype=jnp.float32)
+  np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-4)
 
 
 def test_dim_off_the_tile_is_a_config_error():
@@ -104,6 +115,23 @@ def test_dim_off_the_tile_is_a_config_error():
 def test_unknown_kernels_is_a_config_error():
   with pytest.raises(ConfigError, match="kernels='cutlass'"):
     backend.resolve('interpret', kernels='cutlass')
+
+
+@pytest.mark.parametrize('tiles,match', [
+    (dict(tile_n=96), 'multiples of 64'), (dict(tile_m=192), 'power'),
+    (dict(num_stages=1), 'num_stages=1')])
+def test_bad_mosaic_gpu_tiles_are_a_config_error(tiles, match):
+  with pytest.raises(ConfigError, match=match):
+    dataclasses.replace(backend._PRESETS['gpu'], kernels='mosaic_gpu',  # pylint: disable=protected-access
+                        **{**backend._MOSAIC_GPU['gpu'], **tiles})  # pylint: disable=protected-access
+
+
+def test_kernels_that_disagree_with_a_backend_are_a_config_error():
+  b, r, lhs, rhs, _, _, _ = _case()
+  with pytest.raises(ConfigError, match="kernels='triton' disagrees"):
+    moe_ffn.moe_ffn(jnp.zeros((4, K_DIM)), jnp.zeros((4, 1), jnp.int32),
+                    jnp.ones((4, 1)), rhs, rhs, jnp.zeros((NUM_EXPERTS, N_DIM, K_DIM)),
+                    backend=b, kernels='triton')
 
 
 def _lowered(fn, *shapes):
