@@ -4,10 +4,11 @@
   tgmm:  drhs_EKN[e] = sum_{r in group e} lhs_RK[r]^T dout_RN[r]
 
 Why a second GPU kernel: the Triton one stays well below a dense matmul
-(docs/benchmarks.md, "MoE layer kernel"); Triton chooses its own loads, while here every operand
-tile is a TMA copy into swizzled shared memory that wgmma reads directly, and
-the copies of the next `num_stages` contraction steps are in flight while the
-tensor cores work on the current one (`plgpu.emit_pipeline`).
+(docs/benchmarks.md, "MoE layer kernel"). Triton chooses its own loads; here
+every operand tile is a TMA copy into swizzled shared memory that wgmma reads
+directly, and the copies of the next `num_stages` contraction steps are in
+flight while the tensor cores work on the current one (`plgpu.emit_pipeline`).
+Measured against Triton: the same docs section, "Mosaic GPU grouped matmul".
 
 Persistent schedule: one program per SM walks (row tile, column tile) pairs,
 `plgpu.nd_loop` hands them out and `plgpu.planar_snake` orders them so

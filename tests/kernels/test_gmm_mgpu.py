@@ -52,6 +52,14 @@ def _case(b=None, seed=0):
   return b, r, rows_of(K_DIM), rhs, rows_of(N_DIM), used, group
 
 
+def _gpu_backend(**tiles):
+  """The GPU preset with kernels='mosaic_gpu', built without a GPU (resolve
+  would refuse): for lowering and validation."""
+  preset = backend._PRESETS['gpu']  # pylint: disable=protected-access
+  return dataclasses.replace(preset, kernels='mosaic_gpu',
+                             **{**backend._MOSAIC_GPU['gpu'], **tiles})  # pylint: disable=protected-access
+
+
 def _f32(a):
   return np.asarray(a, np.float32)
 
@@ -122,8 +130,7 @@ def test_unknown_kernels_is_a_config_error():
     (dict(num_stages=1), 'num_stages=1')])
 def test_bad_mosaic_gpu_tiles_are_a_config_error(tiles, match):
   with pytest.raises(ConfigError, match=match):
-    dataclasses.replace(backend._PRESETS['gpu'], kernels='mosaic_gpu',  # pylint: disable=protected-access
-                        **{**backend._MOSAIC_GPU['gpu'], **tiles})  # pylint: disable=protected-access
+    _gpu_backend(**tiles)
 
 
 def test_kernels_that_disagree_with_a_backend_are_a_config_error():
@@ -144,8 +151,7 @@ def test_all_three_products_lower_for_cuda_at_gpu_tiles(out_dtype):
   """The preset tiles lower through Mosaic GPU (layouts, swizzles, TMA) and
   fit a Hopper SM's shared memory: 4 stages for the matmuls, fewer for the
   weight gradient, whose 4 stages (256 KiB) would not."""
-  gpu = dataclasses.replace(backend._PRESETS['gpu'], kernels='mosaic_gpu',  # pylint: disable=protected-access
-                            **backend._MOSAIC_GPU['gpu'])  # pylint: disable=protected-access
+  gpu = _gpu_backend()
   experts, d, f, t, k = 8, 256, 512, 512, 2
 
   def products(x_RD, idx_Tk, w_EDF, h_RF):
