@@ -47,6 +47,8 @@ def main():
   p.add_argument('--batch_per_device', type=int, default=16)
   p.add_argument('--seq_len', type=int, default=1024)
   p.add_argument('--dtype', default='bfloat16')
+  p.add_argument('--num_layers', type=int, default=None,
+                 help="the presets' depth cut or grown to this many layers")
   args = p.parse_args()
   for preset, remat, accum in rows(args.presets.split(','), args.remats.split(','),
                                    [int(a) for a in args.accums.split(',')]):
@@ -54,12 +56,15 @@ def main():
     common.apply_preset(config, preset)
     config.model.vocab_size = config.model.vocab_size or 32_000
     config.model.update(remat=remat, dtype=args.dtype)
+    if args.num_layers:
+      config.model.num_layers = args.num_layers
     config.update(seq_len=args.seq_len, grad_accum_steps=accum)
     mesh = placement.make_mesh(config.mesh)
     t0 = datetime.datetime.now()
     row = memory.measure(config, mesh, args.batch_per_device)
-    row.update(preset=preset, remat=remat, grad_accum_steps=accum, seq_len=args.seq_len,
-               dtype=args.dtype, devices=mesh.size, backend=jax.default_backend(),
+    row.update(preset=preset, num_layers=config.model.num_layers, remat=remat,
+               grad_accum_steps=accum, seq_len=args.seq_len, dtype=args.dtype,
+               devices=mesh.size, backend=jax.default_backend(),
                jax=jax.__version__, jaxlib=jaxlib.__version__,
                compile_s=round((datetime.datetime.now() - t0).total_seconds(), 1),
                date=t0.strftime('%Y-%m-%d'))

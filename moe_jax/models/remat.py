@@ -1,7 +1,7 @@
 """Rematerialization: what each decoder block keeps for the backward pass.
 
-`model.remat` names a policy; the Transformer wraps every block in `nn.remat`
-with it (moe_jax/models/transformer.py). Saved values cost memory, dropped
+`model.remat` names a policy; in training every block runs under
+`checkpoint` with it (moe_jax/models/scan.py, scanned or not). Saved values cost memory, dropped
 ones cost a recomputation in the backward pass:
 
   none                no remat: every intermediate is kept (fastest, most memory)
@@ -15,8 +15,10 @@ ones cost a recomputation in the backward pass:
 
 The gradients are the same function in every case (float32 round-off).
 """
-import flax.linen as nn
+import functools
+
 import jax
+import jax.numpy as jnp
 
 MOE_OUT = 'moe_out'
 MOE_ROUTING = 'moe_routing'
@@ -29,19 +31,49 @@ _POLICIES = {
 }
 
 
-def wrap(block_cls, name, static_argnums):
-  """`block_cls` under remat policy `name` ('none': unchanged)."""
-  if name == 'none':
-    return block_cls
-  return nn.remat(block_cls, policy=_POLICIES[name],
-                  static_argnums=static_argnums)
-
-
 def checkpoint(fn, name):
-  """The function `fn` under policy `name` ('none': unchanged): the scanned
-  stack's blocks (moe_jax/models/scan.py). Inside a scan, common-subexpression
-  elimination cannot merge the recomputation with the forward pass, so
-  prevent_cse (which costs extra ops) is off."""
+  """`fn(params, x, *rest)` under policy `name` ('none': unchanged), its
+  recomputation waiting for the cotangent.
+
+  Under jax.checkpoint alone the recomputation depends only on the saved
+  values, so XLA may run it any time after the forward pass, and on CPU it
+  ran several blocks' recomputations ahead of their backward, each holding
+  its activations (seed 002's 8x0.5b under 'full': 55.4 GB of temporaries
+  with, 38.4 GB without; docs/benchmarks.md, "Memory"). An optimization
+  barrier does not stop it: XLA:CPU removes barriers before it schedules.
+  So the backward pass recomputes from `x` plus zero times an element of the
+  cotangent (`_after`), a data dependence no pass removes.
+  """
   if name == 'none':
     return fn
-  return jax.checkpoint(fn, policy=_POLICIES[name], prevent_cse=False)
+  ckpt = jax.checkpoint(fn, policy=_POLICIES[name], prevent_cse=False)
+
+  @jax.custom_vjp
+  def tied(*args):
+    return ckpt(*args)
+
+  def fwd(*args):
+    out, pullback = jax.vjp(ckpt, *args)
+    leaves, tree = jax.tree.flatten(pullback)
+    # The saved values are pullback's leaves; x is among them as itself.
+    at = tuple(i for i, v in enumerate(leaves) if v is args[1])
+    return out, jax.tree_util.Partial(functools.partial(_pull, tree, at), *leaves)
+
+  tied.defvjp(fwd, lambda pull, ct: pull(ct))
+  return tied
+
+
+def _pull(tree, at, *leaves_ct):
+  """The pullback rebuilt from its leaves, with the saved x at leaf indices
+  `at` replaced by `_after(x, ct)`, applied to ct."""
+  *leaves, ct = leaves_ct
+  leaves = [_after(v, ct) if i in at else v for i, v in enumerate(leaves)]
+  return jax.tree.unflatten(tree, leaves)(ct)
+
+
+def _after(x, ct):
+  """`x`, computed once `ct` exists: plus zero times one of its elements (XLA
+  does not fold a float times 0, which NaN and infinity make non-zero)."""
+  first = next(v for v in jax.tree.leaves(ct)
+               if jnp.issubdtype(v.dtype, jnp.floating))
+  return x + (first.ravel()[0] * 0).astype(x.dtype)

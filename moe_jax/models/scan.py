@@ -18,9 +18,13 @@ upcycle rules, interop and inspect read them). The stacking happens here, at
 the scan boundary inside the step: each group's layers are stacked on a
 leading [R] axis and their gradients come back unstacked, at the cost of one
 copy of the block params in the step. Init, decoding (the `cache` collection)
-and the routing record (`intermediates`) run the loop instead
-(models/transformer.py): same params, same function.
+and the routing record (`intermediates`) run the Transformer's own loop of
+Block modules instead (models/transformer.py): same params, same function.
+`loop` is the stack without scan for training under remat, whose
+checkpoint (models/remat.py) takes a block as a function, as the scan does.
 """
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -41,6 +45,37 @@ def groups(cfg):
   return tuple(out)
 
 
+def _blocks(block_cls, cfg, train):
+  """{is_moe: f(params, x_BLD, load_E, i, tokens_BL, segment_ids_BL,
+  positions_BL, rng) -> (x_BLD, stats)}: one block applied as a function of
+  its params, under `cfg.remat` (models/remat.py). Everything a block reads
+  is an argument: remat's custom VJP must not close over traced values."""
+  def block(is_moe, p, x_BLD, load_E, i, tokens_BL, segment_ids_BL, positions_BL, rng):
+    rngs = {} if rng is None else {'jitter': jax.random.fold_in(rng, i)}
+    return block_cls(cfg, is_moe, parent=None).apply(
+        {'params': p}, x_BLD, tokens_BL, segment_ids_BL, positions_BL, train, False, load_E,
+        rngs=rngs)
+
+  return {is_moe: remat.checkpoint(functools.partial(block, is_moe), cfg.remat)
+          for is_moe in (False, True)}
+
+
+def loop(block_cls, cfg, params, x_BLD, tokens_BL, segment_ids_BL, positions_BL, train,
+         expert_load=None, rng=None):
+  """`run`'s result from a Python loop over the blocks: the stack under remat
+  without scan_layers (remat.checkpoint needs a block as a function)."""
+  fns = _blocks(block_cls, cfg, train)
+  inputs = (tokens_BL, segment_ids_BL, positions_BL, rng)
+  stats = {}
+  for i in range(cfg.num_layers):
+    name = f'layers_{i}'
+    x_BLD, s = fns[cfg.is_moe_layer(i)](params[name], x_BLD, (expert_load or {}).get(name),
+                                        jnp.int32(i), *inputs)
+    if s is not None:
+      stats[name] = s
+  return x_BLD, stats
+
+
 def run(block_cls, cfg, params, x_BLD, tokens_BL, segment_ids_BL, positions_BL, train,
         expert_load=None, rng=None):
   """(x_BLD after every block, {'layers_i': stats} of the MoE layers).
@@ -50,14 +85,8 @@ def run(block_cls, cfg, params, x_BLD, tokens_BL, segment_ids_BL, positions_BL, 
   with the layer index (the loop's blocks draw their own: other noise, same
   distribution).
   """
-  def block(is_moe, p, x_BLD, load_E, i):
-    rngs = {} if rng is None else {'jitter': jax.random.fold_in(rng, i)}
-    return block_cls(cfg, is_moe, parent=None).apply(
-        {'params': p}, x_BLD, tokens_BL, segment_ids_BL, positions_BL, train, False, load_E,
-        rngs=rngs)
-
-  fns = {is_moe: remat.checkpoint(lambda *a, m=is_moe: block(m, *a), cfg.remat)
-         for is_moe in (False, True)}
+  fns = _blocks(block_cls, cfg, train)
+  inputs = (tokens_BL, segment_ids_BL, positions_BL, rng)
   stats = {}
   for start, pattern, repeats in groups(cfg):
     period = len(pattern)
@@ -72,7 +101,7 @@ def run(block_cls, cfg, params, x_BLD, tokens_BL, segment_ids_BL, positions_BL, 
     def body(x_BLD, xs_r, pattern=pattern):
       out = []
       for q, is_moe in enumerate(pattern):
-        x_BLD, s = fns[is_moe](xs_r[0][q], x_BLD, xs_r[1][q], xs_r[2][q])
+        x_BLD, s = fns[is_moe](xs_r[0][q], x_BLD, xs_r[1][q], xs_r[2][q], *inputs)
         out.append(s)
       return x_BLD, out
 

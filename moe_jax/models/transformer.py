@@ -23,7 +23,6 @@ from moe_jax.models import attention
 from moe_jax.models import layers
 from moe_jax.models import mlp
 from moe_jax.models import moe as moe_lib
-from moe_jax.models import remat
 from moe_jax.models import router as router_lib
 from moe_jax.models import scan
 
@@ -84,19 +83,20 @@ class Transformer(nn.Module):
 
     embed = layers.Embed(cfg.vocab_size, cfg.d_model, cfg.init_std, dtype, name='embed')
     x_BLD = nn.with_logical_constraint(embed(tokens_BL), _ACT)
-    # The scanned stack needs the params made and no per-layer collection.
-    if cfg.scan_layers and not (decode or self.is_initializing()
-                                or self.is_mutable_collection('intermediates')):
+    # The scanned stack and remat apply blocks as functions of made params,
+    # with no per-layer collection (models/scan.py).
+    functional = cfg.scan_layers or cfg.remat != 'none'
+    if functional and not (decode or self.is_initializing()
+                           or self.is_mutable_collection('intermediates')):
       rng = self.make_rng('jitter') if train and cfg.moe.jitter > 0 and cfg.moe_layers else None
-      x_BLD, layer_stats = scan.run(Block, cfg, self.variables['params'], x_BLD, tokens_BL,
-                                    segment_ids, positions, train, expert_load, rng)
+      x_BLD, layer_stats = (scan.run if cfg.scan_layers else scan.loop)(
+          Block, cfg, self.variables['params'], x_BLD, tokens_BL, segment_ids, positions, train,
+          expert_load, rng)
     else:
-      # train and decode are Python bools: static for remat (self is argument 0).
-      block_cls = remat.wrap(Block, cfg.remat, static_argnums=(5, 6))
       layer_stats = {}
       for i in range(cfg.num_layers):
         load_E = (expert_load or {}).get(f'layers_{i}')
-        x_BLD, stats = block_cls(cfg, cfg.is_moe_layer(i), name=f'layers_{i}')(
+        x_BLD, stats = Block(cfg, cfg.is_moe_layer(i), name=f'layers_{i}')(
             x_BLD, tokens_BL, segment_ids, positions, train, decode, load_E)
         if stats is not None:
           layer_stats[f'layers_{i}'] = stats
