@@ -20,7 +20,7 @@ reads one expert's weights and the output needs no masked store, unlike a
 ragged_dot over unpadded groups. Tiles past `num_tiles` skip the pipeline and
 store the zero accumulator, as the Triton kernels do.
 
-The two gate kernels are the SwiGLU gate of the MoE FFN fused:
+The two gate kernels are the SwiGLU gate fused (moe_ffn, `Backend.fuse_gate`):
 x is read once for both weights, and h0, h1 never leave registers.
 
 16-bit operands only: wgmma on f32 operands would round them to TF32, so
