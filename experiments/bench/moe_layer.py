@@ -8,7 +8,7 @@
   python -m experiments.bench.moe_layer --out=k.json --kernels=triton,mosaic_gpu \
       --paths= --tokens=16384       # both GPU kernel families, no ragged/einsum
   python -m experiments.bench.moe_layer --out=g.json --paths= --tokens=16384 \
-      --kernels=triton,mosaic_gpu_unfused,mosaic_gpu   # the fused gate on / off
+      --kernels=triton,mosaic_gpu,mosaic_gpu_fused   # the fused gate off / on
 
 Times forward and forward+backward of the expert FFN (x -> y, gradients to x,
 gates and the three expert weights) over the issue-6 grid: T in {4096, 16384},
@@ -16,10 +16,9 @@ D = 2048, F in {1024, 4096}, (E, k) in {(8, 2), (64, 8)}, uniform and skewed
 routing, bf16. Every number is measured in the same process, so the ratios
 compare like with like:
   pallas  moe_jax.kernels.moe_ffn (dropless), Triton kernels; with
-          --kernels=...,mosaic_gpu also pallas_mosaic_gpu (gmm_mgpu.py, the
-          SwiGLU gate fused), with ...,mosaic_gpu_unfused also
-          pallas_mosaic_gpu_unfused (the same kernels, the gate as two
-          gmms: Backend.fuse_gate=False)
+          --kernels=...,mosaic_gpu also pallas_mosaic_gpu (gmm_mgpu.py), with
+          ...,mosaic_gpu_fused also pallas_mosaic_gpu_fused (the same
+          kernels, the SwiGLU gate as one kernel: Backend.fuse_gate=True)
   dense   a dense SwiGLU FFN on T*k rows: the same 6·T·k·D·F forward FLOPs
   ragged  moe_jax.models.dispatch.ragged (jax.lax.ragged_dot, dropless)
   einsum  moe_jax.models.dispatch.einsum, capacity factor 1.25 (drops tokens)
@@ -119,21 +118,21 @@ def _dense_ffn(x_MD, w0_DF, w1_DF, wo_FD):
 
 
 # A --kernels name besides backend.KERNELS: the Mosaic GPU kernels with the
-# SwiGLU gate left as two gmms and XLA's silu * mul (Backend.fuse_gate=False),
-# to time the fused gate against in the same process.
-UNFUSED = 'mosaic_gpu_unfused'
+# SwiGLU gate as one kernel (Backend.fuse_gate=True), to time against the
+# default two gmms and XLA's silu * mul in the same process.
+FUSED = 'mosaic_gpu_fused'
 
 
 def _backend(name, backend):
   """The Backend a --kernels name stands for."""
-  if name == UNFUSED:
-    return backend_lib.resolve(backend, kernels='mosaic_gpu', fuse_gate=False)
+  if name == FUSED:
+    return backend_lib.resolve(backend, kernels='mosaic_gpu', fuse_gate=True)
   return backend_lib.resolve(backend, kernels=name)
 
 
 def _family(b):
   """The --kernels name of a Backend."""
-  return UNFUSED if b.kernels == 'mosaic_gpu' and not b.fuse_gate else b.kernels
+  return FUSED if b.kernels == 'mosaic_gpu' and b.fuse_gate else b.kernels
 
 
 def _pallas_name(b):
@@ -462,7 +461,7 @@ def main(argv=None):
   ap.add_argument('--kernels', type=lambda v: tuple(v.split(',')),
                   default=('triton',), help='Pallas kernel families to time, '
                   'first is the baseline: triton,mosaic_gpu (and '
-                  f'{UNFUSED}: mosaic_gpu without the fused SwiGLU gate)')
+                  f'{FUSED}: mosaic_gpu with the fused SwiGLU gate)')
   ap.add_argument('--paths', type=lambda v: tuple(p for p in v.split(',') if p),
                   default=('ragged', 'einsum'),
                   help='other paths to time: ragged,einsum (default both)')

@@ -34,8 +34,10 @@ class Backend:
   gather/combine tile; `tile` shrinks each to a block width that divides
   the array and that the kernel language accepts. fuse_gate (mosaic_gpu
   only) runs moe_ffn's SwiGLU gate as one kernel that reads x once for
-  wi_0 and wi_1 (gmm.swiglu_gate); False keeps two gmms and XLA's silu * mul,
-  the path to compare it with.
+  wi_0 and wi_1 (gmm.swiglu_gate); it is off until a GPU has timed it
+  against the measured default, two gmms and XLA's silu * mul (its backward
+  recomputes both products: a third more backward FLOPs for one x read and
+  no [R, F] residuals).
   """
   name: str
   interpret: bool
@@ -51,7 +53,7 @@ class Backend:
   num_stages: int = 3
   matmul_precision: str | None = None   # a jax.lax.Precision name
   snake_n: int = 8       # mosaic_gpu: column tiles per band of its schedule
-  fuse_gate: bool = True  # mosaic_gpu: the SwiGLU gate as one kernel (moe_ffn)
+  fuse_gate: bool = False  # mosaic_gpu: the SwiGLU gate as one kernel (moe_ffn)
 
   @property
   def precision(self):

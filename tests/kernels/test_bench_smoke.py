@@ -87,13 +87,13 @@ def test_paths_limits_the_timed_paths_but_not_the_check(tmp_path):
   assert not (tmp_path / 'b.json').exists()
 
 
-def test_unfused_mosaic_gpu_is_a_path_of_its_own():
-  """--kernels=...,mosaic_gpu_unfused times the Mosaic GPU kernels without
-  the fused gate beside the fused ones, under names of their own."""
+def test_fused_gate_is_a_path_of_its_own():
+  """--kernels=...,mosaic_gpu_fused times the Mosaic GPU kernels with the
+  fused gate beside the default ones, under names of their own."""
   bs = [moe_layer._backend(name, 'interpret')  # pylint: disable=protected-access
-        for name in ('triton', 'mosaic_gpu', 'mosaic_gpu_unfused')]
-  assert [b.fuse_gate for b in bs[1:]] == [True, False]
+        for name in ('triton', 'mosaic_gpu', 'mosaic_gpu_fused')]
+  assert [b.fuse_gate for b in bs] == [False, False, True]
   assert [moe_layer._pallas_name(b) for b in bs] == [  # pylint: disable=protected-access
-      'pallas', 'pallas_mosaic_gpu', 'pallas_mosaic_gpu_unfused']
+      'pallas', 'pallas_mosaic_gpu', 'pallas_mosaic_gpu_fused']
   assert [moe_layer._gmm_name(b) for b in bs] == [  # pylint: disable=protected-access
-      'gmm', 'gmm_mosaic_gpu', 'gmm_mosaic_gpu_unfused']
+      'gmm', 'gmm_mosaic_gpu', 'gmm_mosaic_gpu_fused']

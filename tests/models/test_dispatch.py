@@ -117,9 +117,8 @@ def test_pallas_mosaic_gpu_matches_reference_forward(monkeypatch):
   interpreter cannot run their backward (tests/kernels/test_gmm_mgpu.py)."""
   from moe_jax.kernels import gmm_mgpu  # pylint: disable=g-import-not-at-top
   calls = []
-  for name in ('gmm', 'gmm_glu'):
-    monkeypatch.setattr(gmm_mgpu, name, lambda *a, _f=getattr(gmm_mgpu, name),
-                        _name=name, **kw: (calls.append(_name), _f(*a, **kw))[1])
+  monkeypatch.setattr(gmm_mgpu, 'gmm', lambda *a, _gmm=gmm_mgpu.gmm, **kw: (
+      calls.append(1), _gmm(*a, **kw))[1])
   inputs = fixtures.moe_inputs('skewed', tokens=40, experts=4, top_k=2, d=64, f=128)
   bf16 = {a: v.astype(jnp.bfloat16) if v.dtype == jnp.float32 else v
           for a, v in inputs.items()}
@@ -128,8 +127,7 @@ def test_pallas_mosaic_gpu_matches_reference_forward(monkeypatch):
   assert y_TD.dtype == jnp.bfloat16 and float(dropped) == 0.0
   err = np.max(np.abs(np.asarray(y_TD, np.float32) - want_TD)) / np.max(np.abs(want_TD))
   assert err <= 2e-2, err
-  # The fused gate (wi_0 and wi_1) and wo ran on the Mosaic GPU kernels.
-  assert sorted(calls) == ['gmm', 'gmm_glu']
+  assert len(calls) == 3   # wi_0, wi_1 and wo ran on the Mosaic GPU kernels
 
 
 def test_pallas_without_kernel_is_config_error(monkeypatch):
