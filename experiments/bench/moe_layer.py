@@ -7,6 +7,8 @@
       --tiles=128:128:64:128:8:3,128:256:64:128:8:3                   # tuning
   python -m experiments.bench.moe_layer --out=k.json --kernels=triton,mosaic_gpu \
       --paths= --tokens=16384       # both GPU kernel families, no ragged/einsum
+  python -m experiments.bench.moe_layer --out=g.json --paths= --tokens=16384 \
+      --kernels=triton,mosaic_gpu,mosaic_gpu_fused   # the fused gate off / on
 
 Times forward and forward+backward of the expert FFN (x -> y, gradients to x,
 gates and the three expert weights) over the issue-6 grid: T in {4096, 16384},
@@ -14,7 +16,9 @@ D = 2048, F in {1024, 4096}, (E, k) in {(8, 2), (64, 8)}, uniform and skewed
 routing, bf16. Every number is measured in the same process, so the ratios
 compare like with like:
   pallas  moe_jax.kernels.moe_ffn (dropless), Triton kernels; with
-          --kernels=...,mosaic_gpu also pallas_mosaic_gpu (gmm_mgpu.py)
+          --kernels=...,mosaic_gpu also pallas_mosaic_gpu (gmm_mgpu.py), with
+          ...,mosaic_gpu_fused also pallas_mosaic_gpu_fused (the same
+          kernels, the SwiGLU gate as one kernel: Backend.fuse_gate=True)
   dense   a dense SwiGLU FFN on T*k rows: the same 6·T·k·D·F forward FLOPs
   ragged  moe_jax.models.dispatch.ragged (jax.lax.ragged_dot, dropless)
   einsum  moe_jax.models.dispatch.einsum, capacity factor 1.25 (drops tokens)
@@ -113,12 +117,30 @@ def _dense_ffn(x_MD, w0_DF, w1_DF, wo_FD):
   return (jax.nn.silu(x_MD @ w0_DF) * (x_MD @ w1_DF)) @ wo_FD
 
 
+# A --kernels name besides backend.KERNELS: the Mosaic GPU kernels with the
+# SwiGLU gate as one kernel (Backend.fuse_gate=True), to time against the
+# default two gmms and XLA's silu * mul in the same process.
+FUSED = 'mosaic_gpu_fused'
+
+
+def _backend(name, backend):
+  """The Backend a --kernels name stands for."""
+  if name == FUSED:
+    return backend_lib.resolve(backend, kernels='mosaic_gpu', fuse_gate=True)
+  return backend_lib.resolve(backend, kernels=name)
+
+
+def _family(b):
+  """The --kernels name of a Backend."""
+  return FUSED if b.kernels == 'mosaic_gpu' and b.fuse_gate else b.kernels
+
+
 def _pallas_name(b):
-  return 'pallas' if b.kernels == 'triton' else f'pallas_{b.kernels}'
+  return 'pallas' if b.kernels == 'triton' else f'pallas_{_family(b)}'
 
 
 def _gmm_name(b):
-  return 'gmm' if b.kernels == 'triton' else f'gmm_{b.kernels}'
+  return 'gmm' if b.kernels == 'triton' else f'gmm_{_family(b)}'
 
 
 def _paths(bs):
@@ -438,7 +460,8 @@ def main(argv=None):
                   help='uniform,skewed')
   ap.add_argument('--kernels', type=lambda v: tuple(v.split(',')),
                   default=('triton',), help='Pallas kernel families to time, '
-                  'first is the baseline: triton,mosaic_gpu')
+                  'first is the baseline: triton,mosaic_gpu (and '
+                  f'{FUSED}: mosaic_gpu with the fused SwiGLU gate)')
   ap.add_argument('--paths', type=lambda v: tuple(p for p in v.split(',') if p),
                   default=('ragged', 'einsum'),
                   help='other paths to time: ragged,einsum (default both)')
@@ -456,8 +479,7 @@ def main(argv=None):
   if bad:
     raise ConfigError(f'--paths={",".join(args.paths)}: {sorted(bad)} not '
                       'among ragged,einsum')
-  bs = [backend_lib.resolve(args.backend, kernels=one)
-        for one in args.kernels]
+  bs = [_backend(one, args.backend) for one in args.kernels]
   b = bs[0]
   if b.interpret and not args.small:
     raise ConfigError('the full grid needs a GPU or TPU (pallas backend '
@@ -469,7 +491,7 @@ def main(argv=None):
       jax=jax.__version__, jaxlib=jaxlib.__version__, platform=dev.platform,
       device=dev.device_kind, device_count=jax.device_count(),
       pallas_backend=b.name, tiles=_tiles(b),
-      kernels={one.kernels: _tiles(one) for one in bs},
+      kernels={_family(one): _tiles(one) for one in bs},
       dtype=args.dtype, small=args.small, nominal_peak_flops=peak,
       grid={n: grid[n] for n in ('tokens', 'd_model', 'd_ff', 'experts_k',
                                  'routing')},

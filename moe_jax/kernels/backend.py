@@ -32,7 +32,12 @@ class Backend:
   contraction tiles, tile_w both output tiles of the weight gradient (tile_n
   when None), tile_t tokens form one combine tile, tile_d columns one
   gather/combine tile; `tile` shrinks each to a block width that divides
-  the array and that the kernel language accepts.
+  the array and that the kernel language accepts. fuse_gate (mosaic_gpu
+  only) runs moe_ffn's SwiGLU gate as one kernel that reads x once for
+  wi_0 and wi_1 (gmm.swiglu_gate); it is off until a GPU has timed it
+  against the measured default, two gmms and XLA's silu * mul (its backward
+  recomputes both products: a third more backward FLOPs for one x read and
+  no [R, F] residuals).
   """
   name: str
   interpret: bool
@@ -48,6 +53,7 @@ class Backend:
   num_stages: int = 3
   matmul_precision: str | None = None   # a jax.lax.Precision name
   snake_n: int = 8       # mosaic_gpu: column tiles per band of its schedule
+  fuse_gate: bool = False  # mosaic_gpu: the SwiGLU gate as one kernel (moe_ffn)
 
   @property
   def precision(self):
@@ -68,6 +74,9 @@ class Backend:
     if self.kernels not in KERNELS:
       raise ConfigError(f'pallas kernels={self.kernels!r} is not one of '
                         f'{KERNELS}')
+    if not isinstance(self.fuse_gate, bool):
+      raise ConfigError(f'pallas fuse_gate={self.fuse_gate!r} must be True or '
+                        'False')
     if self.interpret:
       return
     if self.kernels == 'mosaic_gpu':

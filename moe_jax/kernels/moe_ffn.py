@@ -12,10 +12,14 @@ The pieces each carry a custom VJP whose backward passes are kernels too:
 dispatch <-> combine swap roles (`permute`), and each grouped matmul's
 backward is an input-gradient grouped matmul plus a per-expert weight-gradient
 kernel (`gmm`). The SwiGLU nonlinearity between them is elementwise XLA,
-differentiated by JAX.
+differentiated by JAX; on the Mosaic GPU kernels (16-bit operands,
+`Backend.fuse_gate`) the gate is one kernel instead, silu(x @ wi_0) *
+(x @ wi_1) with x read once, whose backward recomputes both products
+(`gmm.swiglu_gate`).
 
-FLOPs: 6·T·k·D·F forward and 12·T·k·D·F backward on routed rows, plus at
-most tile_m - 1 padding rows per non-empty expert.
+FLOPs: 6·T·k·D·F forward and 12·T·k·D·F backward on routed rows (16·T·k·D·F
+with the fused gate, which recomputes its two products), plus at most
+tile_m - 1 padding rows per non-empty expert.
 """
 import jax
 
@@ -23,6 +27,7 @@ from moe_jax.errors import ConfigError
 from moe_jax.kernels import backend as backend_lib
 from moe_jax.kernels import expert_sort
 from moe_jax.kernels import gmm as gmm_lib
+from moe_jax.kernels import gmm_mgpu
 from moe_jax.kernels import permute
 
 
@@ -59,8 +64,12 @@ def moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *,
                                         dict(kernels=kernels)))
   routing = expert_sort.route(idx_Tk, wi_0_EDF.shape[0], b.tile_m)
   x_RD = permute.dispatch(x_TD, routing, b)
-  h0_RF = gmm_lib.gmm(x_RD, wi_0_EDF, routing, b)
-  h1_RF = gmm_lib.gmm(x_RD, wi_1_EDF, routing, b)
-  a_RF = jax.nn.silu(h0_RF) * h1_RF
+  if (b.kernels == 'mosaic_gpu' and b.fuse_gate
+      and gmm_mgpu.supports(x_RD.dtype, wi_0_EDF.dtype, wi_1_EDF.dtype)):
+    a_RF = gmm_lib.swiglu_gate(x_RD, wi_0_EDF, wi_1_EDF, routing, b)
+  else:
+    h0_RF = gmm_lib.gmm(x_RD, wi_0_EDF, routing, b)
+    h1_RF = gmm_lib.gmm(x_RD, wi_1_EDF, routing, b)
+    a_RF = jax.nn.silu(h0_RF) * h1_RF
   y_RD = gmm_lib.gmm(a_RF, wo_EFD, routing, b)
   return permute.combine(y_RD, gates_Tk, routing, b, x_TD.dtype)

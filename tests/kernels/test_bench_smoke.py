@@ -85,3 +85,15 @@ def test_paths_limits_the_timed_paths_but_not_the_check(tmp_path):
   with pytest.raises(moe_layer.ConfigError, match="--paths=zipf"):
     moe_layer.main(['--small', f'--out={tmp_path / "b.json"}', '--paths=zipf'])
   assert not (tmp_path / 'b.json').exists()
+
+
+def test_fused_gate_is_a_path_of_its_own():
+  """--kernels=...,mosaic_gpu_fused times the Mosaic GPU kernels with the
+  fused gate beside the default ones, under names of their own."""
+  bs = [moe_layer._backend(name, 'interpret')  # pylint: disable=protected-access
+        for name in ('triton', 'mosaic_gpu', 'mosaic_gpu_fused')]
+  assert [b.fuse_gate for b in bs] == [False, False, True]
+  assert [moe_layer._pallas_name(b) for b in bs] == [  # pylint: disable=protected-access
+      'pallas', 'pallas_mosaic_gpu', 'pallas_mosaic_gpu_fused']
+  assert [moe_layer._gmm_name(b) for b in bs] == [  # pylint: disable=protected-access
+      'gmm', 'gmm_mosaic_gpu', 'gmm_mosaic_gpu_fused']

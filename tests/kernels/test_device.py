@@ -17,6 +17,7 @@ import pytest
 from moe_jax.kernels import backend
 from moe_jax.kernels import moe_ffn
 from tests.kernels import routings
+from tests.kernels import test_gate_mgpu
 from tests.kernels import test_gmm_mgpu
 from tests.kernels import test_moe_ffn as interpret_tests
 
@@ -70,8 +71,18 @@ def test_mosaic_gpu_products_at_device_tiles(check):
 
 
 @needs_gpu
+@pytest.mark.parametrize('check', ['test_gate_matches_numpy',
+                                   'test_gate_backward_matches_jax_vjp',
+                                   'test_gate_gradients_match_jax_grad_of_unfused'])
+def test_mosaic_gpu_gate_at_device_tiles(check):
+  getattr(test_gate_mgpu, check)(backend.resolve('gpu', kernels='mosaic_gpu'))
+
+
+@needs_gpu
 @pytest.mark.parametrize('routing', ['uniform', 'skewed', 'empty_experts'])
-def test_mosaic_gpu_kernels_match_reference_at_device_tiles(routing):
+@pytest.mark.parametrize('fuse_gate', [True, False])
+def test_mosaic_gpu_kernels_match_reference_at_device_tiles(routing, fuse_gate):
   mosaic_gpu = functools.partial(
-      moe_ffn.moe_ffn, backend=backend.resolve('gpu', kernels='mosaic_gpu'))
+      moe_ffn.moe_ffn, backend=backend.resolve('gpu', kernels='mosaic_gpu',
+                                               fuse_gate=fuse_gate))
   _device_tiles_case(mosaic_gpu, routing, 'bfloat16')
