@@ -39,7 +39,7 @@ def checkpoint(fn, name):
   values, so XLA may run it any time after the forward pass, and on CPU it
   ran several blocks' recomputations ahead of their backward, each holding
   its activations (seed 002's 8x0.5b under 'full': 55.4 GB of temporaries
-  with, 38.4 GB without; docs/benchmarks.md, "Memory"). An optimization
+  so, 38.4 GB with the tie below; docs/benchmarks.md, "Memory"). An optimization
   barrier does not stop it: XLA:CPU removes barriers before it schedules.
   So the backward pass recomputes from `x` plus zero times an element of the
   cotangent (`_after`), a data dependence no pass removes.
