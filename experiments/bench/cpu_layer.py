@@ -52,6 +52,7 @@ def bench_case(t, d, f, e, routing, paths, reps):
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from experiments.bench import moe_layer  # pylint: disable=g-import-not-at-top
+  from experiments.bench import layer_check  # pylint: disable=g-import-not-at-top
   from moe_jax.models import dispatch  # pylint: disable=g-import-not-at-top
   ks = jax.random.split(jax.random.key(0), 6)
   idx_Tk, gates_Tk = moe_layer._routing(ks[0], routing, t, e, TOP_K)  # pylint: disable=protected-access
@@ -70,7 +71,7 @@ def bench_case(t, d, f, e, routing, paths, reps):
   want = grads['ragged'](*args)
   check = {}
   for name in paths:
-    errs = [moe_layer._rel_err(g, w) for g, w in zip(grads[name](*args), want)]  # pylint: disable=protected-access
+    errs = [layer_check.rel_err(g, w) for g, w in zip(grads[name](*args), want)]  # pylint: disable=protected-access
     check[name] = dict(max_rel_err=max(errs), ok=max(errs) <= CHECK_RTOL)
   fns = {'dense': (dense, dense_args), **{n: (grads[n], args) for n in paths}}
   for fn, a in fns.values():   # compile, then one warm call

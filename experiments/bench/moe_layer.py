@@ -35,7 +35,7 @@ script end to end; its timings mean nothing. Needs only jax and moe_jax.
 
 Before timing, each case checks the Pallas outputs and gradients against the
 `ragged` path (both dropless, so they compute the same function; `ragged` in
-chunks of tokens, see CHECK_CHUNK) and records
+chunks of tokens, see layer_check.CHUNK) and records
 the relative error: a kernel that compiles but computes the wrong thing shows
 up as `check.ok = false`, not as a fast number. The JSON is rewritten after
 every case, so a run cut short (a device-time limit) keeps what it measured;
@@ -55,6 +55,8 @@ import jaxlib
 import numpy as np
 
 from experiments.bench import cpu_step
+from experiments.bench import gmm_peers
+from experiments.bench import layer_check
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import backend as backend_lib
 from moe_jax.kernels import expert_sort
@@ -172,69 +174,6 @@ def _ratio(num, den):
   return num / den if ok else None
 
 
-# bf16 inputs, f32 accumulation in both paths: what the issue allows in bf16.
-CHECK_RTOL = 2e-2
-
-
-def _rel_err(a, b):
-  a, b = (jnp.asarray(v, jnp.float32) for v in (a, b))
-  return float(jnp.linalg.norm(a - b) / jnp.maximum(jnp.linalg.norm(b), 1e-30))
-
-
-# Tokens per call of the ragged reference: jax.lax.ragged_dot lowers densely
-# on GPU (every expert's output for every row), which at T = 4096, E = 64,
-# F = 4096 asked for 72 GiB in one allocation on an 80 GB H100.
-CHECK_CHUNK = 1024
-
-
-def _reference(fwd, fwd_bwd, args, ct):
-  """ragged's output and gradients, CHECK_CHUNK tokens at a time. The loss is
-  a sum over tokens, so the weight gradients are sums over chunks (in f32)."""
-  x, idx, gates, *ws = args
-  ys, gxs, ggs, gws = [], [], [], None
-  for s in range(0, x.shape[0], CHECK_CHUNK):
-    part = (x[s:s + CHECK_CHUNK], idx[s:s + CHECK_CHUNK],
-            gates[s:s + CHECK_CHUNK], *ws)
-    ys.append(fwd['ragged'](*part))
-    gx, gg, *gw = fwd_bwd['ragged'](ct[s:s + CHECK_CHUNK], *part)
-    gxs.append(gx)
-    ggs.append(gg)
-    gw = [g.astype(jnp.float32) for g in gw]
-    gws = gw if gws is None else [a + g for a, g in zip(gws, gw)]
-  return jnp.concatenate(ys), [jnp.concatenate(gxs), jnp.concatenate(ggs),
-                               *gws]
-
-
-def _check(fwd, fwd_bwd, args, ct, want, path):
-  """Relative L2 error of a Pallas path's output and gradients against
-  ragged's (want)."""
-  want_y, want_grads = want
-  errs = {'y': _rel_err(fwd[path](*args), want_y)}
-  names = ('x', 'gates', 'wi_0', 'wi_1', 'wo')
-  for name, got, w in zip(names, fwd_bwd[path](ct, *args), want_grads):
-    errs[name] = _rel_err(got, w)
-  return dict(rel_err=errs, rtol=CHECK_RTOL,
-              ok=all(v <= CHECK_RTOL for v in errs.values()))
-
-
-def _checks(fwd, fwd_bwd, args, ct, paths):
-  """_check of each Pallas path against one computation of the reference; a
-  path that fails to run (or the reference) is ok=False with its error."""
-  def failed(err):
-    return dict(ok=False, error=f'{type(err).__name__}: {str(err)[:200]}')
-  try:
-    want = _reference(fwd, fwd_bwd, args, ct)
-  except Exception as err:  # pylint: disable=broad-except
-    return {path: failed(err) for path in paths}
-  out = {}
-  for path in paths:
-    try:
-      out[path] = _check(fwd, fwd_bwd, args, ct, want, path)
-    except Exception as err:  # pylint: disable=broad-except
-      out[path] = failed(err)
-  return out
-
-
 def _ms(seconds):
   return {n: v * 1e3 if isinstance(v, float) else v for n, v in seconds.items()}
 
@@ -251,48 +190,11 @@ def _inputs(key, t, d, f, e, k, routing, dtype):
   return args, jax.random.normal(ks[5], (t, d), jnp.float32)
 
 
-def _sorted_rows(x_TD, idx_Tk, num_experts):
-  """The k routed copies of each token sorted by expert, unpadded, and the
-  group sizes: the operands of a `ragged_dot`-style grouped matmul."""
-  order = jnp.argsort(idx_Tk.reshape(-1), stable=True)
-  counts_E = jnp.bincount(idx_Tk.reshape(-1), length=num_experts)
-  return x_TD[order // idx_Tk.shape[1]], counts_E.astype(jnp.int32)
-
-
 def _routed(x_TD, idx_Tk, num_experts, b):
   """The Pallas path's routing metadata and expert-sorted, padded rows: the
   inputs of its grouped matmul when timed alone."""
   r = jax.jit(lambda i: expert_sort.route(i, num_experts, b.tile_m))(idx_Tk)
   return r, jax.jit(lambda x, r: permute.dispatch(x, r, b))(x_TD, r)
-
-
-# jax's Mosaic GPU ragged dot at the tiles of our Mosaic GPU kernel (128 x
-# 128 x 64, four stages); its own sweep (its main()) was not run.
-JAX_MGPU_TILES = dict(block_m=128, block_n=128, block_k=64,
-                      max_concurrent_steps=4, grid_block_n=8)
-
-
-def _peer_gmms():
-  """The grouped matmuls to compare ours with: XLA's `ragged_dot`; on GPU the
-  Mosaic GPU ragged dot that ships with jax (unpadded groups, masked stores);
-  the Pallas kernels of `tokamax` where it is installed (optional)."""
-  peers = {'ragged_dot': jax.jit(jax.lax.ragged_dot)}
-  if jax.default_backend() == 'gpu':
-    from jax.experimental.pallas.ops.gpu import ragged_dot_mgpu  # pylint: disable=g-import-not-at-top
-    peers['jax_ragged_dot_mgpu'] = jax.jit(
-        lambda x, w, sizes: ragged_dot_mgpu.ragged_dot(
-            x, w, group_sizes=sizes, **JAX_MGPU_TILES))
-  try:
-    import tokamax  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return peers
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  if not flags.FLAGS.is_parsed():   # tokamax reads absl flags at call time
-    flags.FLAGS.mark_as_parsed()
-  for impl in ('triton', 'mosaic'):
-    peers[f'tokamax_{impl}'] = jax.jit(functools.partial(
-        tokamax.ragged_dot, implementation=impl))
-  return peers
 
 
 def bench_case(key, t, d, f, e, k, routing, bs, dtype, warmup, reps, peak,
@@ -313,7 +215,7 @@ def bench_case(key, t, d, f, e, k, routing, bs, dtype, warmup, reps, peak,
   for name, fn in paths.items():
     fwd[name], fwd_bwd[name] = _fwd_and_grad(fn, (0, 2, 3, 4, 5))
   dense_fwd, dense_grad = _fwd_and_grad(_dense_ffn, (0, 1, 2, 3))
-  checks = _checks(fwd, fwd_bwd, args, ct, pallas)
+  checks = layer_check.checks(fwd, fwd_bwd, args, ct, pallas)
   keep = set(pallas) | set(timed)
   fwd_s = _measure({'dense': dense_fwd}, dense_args, warmup, reps)
   fwd_s.update(_measure({n: fn for n, fn in fwd.items() if n in keep}, args,
@@ -334,8 +236,8 @@ def bench_case(key, t, d, f, e, k, routing, bs, dtype, warmup, reps, peak,
                            (x_RD, ws[0], r), warmup, reps))
   pieces.update(_measure({'dense_matmul': jax.jit(jnp.matmul)},
                          (x_MD, ws[0][0]), warmup, reps))
-  rows_MD, sizes_E = _sorted_rows(x_TD, idx_Tk, e)
-  peers = _peer_gmms()
+  rows_MD, sizes_E = gmm_peers.sorted_rows(x_TD, idx_Tk, e)
+  peers = gmm_peers.gmms()
   pieces.update(_measure(peers, (rows_MD, ws[0], sizes_E), warmup, reps))
   pieces.update(_measure({'dispatch': jax.jit(lambda x, i: permute.dispatch(
       x, expert_sort.route(i, e, b.tile_m), b))}, (x_TD, idx_Tk), warmup,
