@@ -72,8 +72,9 @@ def _pull(tree, at, *leaves_ct):
 
 
 def _after(x, ct):
-  """`x`, computed once `ct` exists: plus zero times one of its elements (XLA
-  does not fold a float times 0, which NaN and infinity make non-zero)."""
+  """`x`, computed once `ct` exists: plus zero times its first element (XLA
+  does not fold a float times 0, which NaN and infinity make non-zero). An
+  index, not a reshape: on a mesh it reads one shard's element."""
   first = next(v for v in jax.tree.leaves(ct)
                if jnp.issubdtype(v.dtype, jnp.floating))
-  return x + (first.ravel()[0] * 0).astype(x.dtype)
+  return x + (first[(0,) * first.ndim] * 0).astype(x.dtype)
