@@ -21,13 +21,10 @@ FLOPs: 6·T·k·D·F forward and 12·T·k·D·F backward on routed rows (16·T·
 with the fused gate, which recomputes its two products), plus at most
 tile_m - 1 padding rows per non-empty expert.
 """
-import jax
-
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import backend as backend_lib
 from moe_jax.kernels import expert_sort
 from moe_jax.kernels import gmm as gmm_lib
-from moe_jax.kernels import gmm_mgpu
 from moe_jax.kernels import permute
 
 
@@ -64,12 +61,6 @@ def moe_ffn(x_TD, idx_Tk, gates_Tk, wi_0_EDF, wi_1_EDF, wo_EFD, *,
                                         dict(kernels=kernels)))
   routing = expert_sort.route(idx_Tk, wi_0_EDF.shape[0], b.tile_m)
   x_RD = permute.dispatch(x_TD, routing, b)
-  if (b.kernels == 'mosaic_gpu' and b.fuse_gate
-      and gmm_mgpu.supports(x_RD.dtype, wi_0_EDF.dtype, wi_1_EDF.dtype)):
-    a_RF = gmm_lib.swiglu_gate(x_RD, wi_0_EDF, wi_1_EDF, routing, b)
-  else:
-    h0_RF = gmm_lib.gmm(x_RD, wi_0_EDF, routing, b)
-    h1_RF = gmm_lib.gmm(x_RD, wi_1_EDF, routing, b)
-    a_RF = jax.nn.silu(h0_RF) * h1_RF
+  a_RF = gmm_lib.swiglu(x_RD, wi_0_EDF, wi_1_EDF, routing, b)
   y_RD = gmm_lib.gmm(a_RF, wo_EFD, routing, b)
   return permute.combine(y_RD, gates_Tk, routing, b, x_TD.dtype)
