@@ -63,19 +63,15 @@ needs_gpu = pytest.mark.skipif(jax.default_backend() != 'gpu',
 
 
 @needs_gpu
-@pytest.mark.parametrize('check', ['test_gmm_matches_numpy',
-                                   'test_input_grad_matches_numpy',
-                                   'test_weight_grad_matches_numpy'])
-def test_mosaic_gpu_products_at_device_tiles(check):
-  getattr(test_gmm_mgpu, check)(backend.resolve('gpu', kernels='mosaic_gpu'))
-
-
-@needs_gpu
-@pytest.mark.parametrize('check', ['test_gate_matches_numpy',
-                                   'test_gate_backward_matches_jax_vjp',
-                                   'test_gate_gradients_match_jax_grad_of_unfused'])
-def test_mosaic_gpu_gate_at_device_tiles(check):
-  getattr(test_gate_mgpu, check)(backend.resolve('gpu', kernels='mosaic_gpu'))
+@pytest.mark.parametrize('module,check', [
+    (test_gmm_mgpu, 'test_gmm_matches_numpy'),
+    (test_gmm_mgpu, 'test_input_grad_matches_numpy'),
+    (test_gmm_mgpu, 'test_weight_grad_matches_numpy'),
+    (test_gate_mgpu, 'test_gate_matches_numpy'),
+    (test_gate_mgpu, 'test_gate_backward_matches_jax_vjp'),
+    (test_gate_mgpu, 'test_gate_gradients_match_jax_grad_of_unfused')])
+def test_mosaic_gpu_kernels_at_device_tiles(module, check):
+  getattr(module, check)(backend.resolve('gpu', kernels='mosaic_gpu'))
 
 
 @needs_gpu

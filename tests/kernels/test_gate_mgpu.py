@@ -35,7 +35,7 @@ from tests.kernels import routings
 from tests.kernels import test_gmm_mgpu
 from tests.kernels import test_moe_ffn
 
-NUM_EXPERTS, D_DIM, F_DIM = 4, 128, 256
+NUM_EXPERTS, D_DIM, F_DIM = test_gmm_mgpu.NUM_EXPERTS, 128, 256   # its routing
 RTOL, ATOL = 2.0**-8, 1e-4
 needs_transposes = test_gmm_mgpu.needs_transposes
 
@@ -43,12 +43,8 @@ needs_transposes = test_gmm_mgpu.needs_transposes
 def _case(b=None, seed=0):
   """Routing (two of four experts empty), x, wi_0, wi_1, a cotangent da, and
   per row: used (inside num_tiles) and its group, at b's tiles."""
-  b = b or backend.resolve('interpret', kernels='mosaic_gpu')
-  idx_Tk = routings.make_idx('empty_experts', 40 * b.tile_m // 16,
-                             NUM_EXPERTS, 2, seed)
-  r = expert_sort.route(idx_Tk, NUM_EXPERTS, b.tile_m)
-  rows = r.row_token_R.shape[0]
-  used = np.arange(rows) < int(r.num_tiles[0]) * b.tile_m
+  b, r, used, group = test_gmm_mgpu.routed(b, seed)
+  rows = used.shape[0]
   rng = np.random.default_rng(seed)
 
   def rows_of(cols):   # garbage in padding rows, NaN past num_tiles
@@ -57,7 +53,6 @@ def _case(b=None, seed=0):
 
   w0, w1 = (jnp.asarray(rng.normal(size=(NUM_EXPERTS, D_DIM, F_DIM))
                         / D_DIM**0.5, jnp.bfloat16) for _ in range(2))
-  group = np.repeat(np.asarray(r.tile_group_M), b.tile_m)
   return b, r, rows_of(D_DIM), w0, w1, rows_of(F_DIM), used, group
 
 

@@ -31,15 +31,23 @@ needs_transposes = pytest.mark.skipif(
     reason="jax 0.10's Mosaic GPU interpreter cannot read transposed refs")
 
 
-def _case(b=None, seed=0):
-  """Routing, operands and the row groups at b's tiles (default: interpret).
-  test_device.py reruns the checks below with the GPU's tiles."""
+def routed(b=None, seed=0):
+  """(b, routing, used, group) at b's tiles (default: interpret), two of
+  four experts empty: used marks the rows inside num_tiles, group each row's
+  expert."""
   b = b or backend.resolve('interpret', kernels='mosaic_gpu')
   idx_Tk = routings.make_idx('empty_experts', 40 * b.tile_m // 16,
                              NUM_EXPERTS, 2, seed)
   r = expert_sort.route(idx_Tk, NUM_EXPERTS, b.tile_m)
-  rows = r.row_token_R.shape[0]
-  used = np.arange(rows) < int(r.num_tiles[0]) * b.tile_m
+  used = np.arange(r.row_token_R.shape[0]) < int(r.num_tiles[0]) * b.tile_m
+  return b, r, used, np.repeat(np.asarray(r.tile_group_M), b.tile_m)
+
+
+def _case(b=None, seed=0):
+  """Routing, operands and the row groups at b's tiles (default: interpret).
+  test_device.py reruns the checks below with the GPU's tiles."""
+  b, r, used, group = routed(b, seed)
+  rows = used.shape[0]
   valid = (np.asarray(r.row_assign_R) >= 0) & used
   rng = np.random.default_rng(seed)
 
@@ -48,7 +56,6 @@ def _case(b=None, seed=0):
     return jnp.asarray(np.where(used[:, None], v, 7.0), jnp.bfloat16)
 
   rhs = jnp.asarray(rng.normal(size=(NUM_EXPERTS, K_DIM, N_DIM)), jnp.bfloat16)
-  group = np.repeat(np.asarray(r.tile_group_M), b.tile_m)
   return b, r, rows_of(K_DIM), rhs, rows_of(N_DIM), used, group
 
 
