@@ -41,9 +41,9 @@ from moe_jax.train import program as program_lib
 from moe_jax.workdir import placement
 
 FULL = dict(preset='10layer', vocab_size=32_000, seq_len=1024, batch_per_device=8,
-            dtype='bfloat16', warmup=3, reps=20)
+            dtype='bfloat16', remat='none', warmup=3, reps=20)
 SMALL = dict(preset='tiny', vocab_size=259, seq_len=32, batch_per_device=2,
-             dtype='float32', warmup=1, reps=3)
+             dtype='float32', remat='none', warmup=1, reps=3)
 
 
 def parse_meshes(text):
@@ -89,6 +89,7 @@ def make_config(grid, num_experts, top_k, sizes):
   config.moe.dispatch = grid['dispatch']
   config.model.vocab_size = config.model.vocab_size or grid['vocab_size']
   config.model.dtype = grid['dtype']
+  config.model.remat = grid['remat']
   n = math.prod(sizes.values())
   config.mesh.update(data=1, fsdp=1, expert=1, tensor=1, num_devices=n)
   config.mesh.update(sizes)
@@ -126,25 +127,29 @@ def bench_mesh(config, warmup, reps):
     state, metrics = program.train_step(state, batch)
     jax.block_until_ready((state.params, metrics['loss']))
     times.append(time.perf_counter() - t0)
-  flops = 3 * accounting.forward_flops_per_token(program.model.cfg, config.seq_len)
-  return float(np.median(times)), first, flops, float(metrics['loss'])
+  cfg = program.model.cfg
+  flops = 3 * accounting.forward_flops_per_token(cfg, config.seq_len)
+  logits_flops = 3 * 2 * cfg.d_model * cfg.vocab_size   # the output projection's matmul
+  return float(np.median(times)), first, flops, logits_flops, float(metrics['loss'])
 
 
 def run_row(grid, args, sizes):
   config, n = make_config(grid, args.experts, args.top_k, sizes)
   row = dict(preset=grid['preset'], dispatch=grid['dispatch'], mesh=sizes, devices=n,
-             global_batch=config.batch_size, seq_len=config.seq_len)
+             global_batch=config.batch_size, seq_len=config.seq_len, remat=grid['remat'])
   try:
-    seconds, first, flops, loss = bench_mesh(config, grid['warmup'], grid['reps'])
+    seconds, first, flops, logits_flops, loss = bench_mesh(config, grid['warmup'], grid['reps'])
   except Exception as err:  # pylint: disable=broad-except
     # One mesh failing (out of memory on too few devices) must not lose the rest.
     row['error'] = f'{type(err).__name__}: {str(err).splitlines()[0][:200]}'
     return row
   tokens_per_s = config.batch_size * config.seq_len / seconds
   tflops = tokens_per_s * flops / n / 1e12
+  with_logits = tokens_per_s * (flops + logits_flops) / n
   return dict(row, step_ms=seconds * 1e3, warmup_s=first, tokens_per_s=tokens_per_s,
               tokens_per_s_per_device=tokens_per_s / n, tflops_per_device=tflops,
-              mfu=tflops * 1e12 / grid['peak'] if grid['peak'] else None, loss=loss)
+              mfu=tflops * 1e12 / grid['peak'] if grid['peak'] else None,
+              mfu_with_logits=with_logits / grid['peak'] if grid['peak'] else None, loss=loss)
 
 
 def main(argv=None):
@@ -159,12 +164,14 @@ def main(argv=None):
   ap.add_argument('--experts', type=int, default=8, help='moe.num_experts (0: the preset\'s)')
   ap.add_argument('--top_k', type=int, default=2)
   ap.add_argument('--seq_len', type=int, default=None)
-  ap.add_argument('--batch_per_device', type=int, default=None)
+  ap.add_argument('--batch_per_device', default='',
+                  help="sequences per device, one or several ('8,16,32': the best-batch sweep)")
+  ap.add_argument('--remat', default=None, help='model.remat (models/remat.py)')
   args = ap.parse_args(argv)
   placement.initialize(common.mesh())   # joins a run of moe_jax.multiprocess, if any
   grid = dict(SMALL if args.small else FULL)
-  grid.update({k: v for k, v in dict(seq_len=args.seq_len,
-                                     batch_per_device=args.batch_per_device).items() if v})
+  grid.update({k: v for k, v in dict(seq_len=args.seq_len, remat=args.remat).items() if v})
+  batches = [int(b) for b in args.batch_per_device.split(',') if b] or [grid['batch_per_device']]
   meshes = parse_meshes(args.meshes) or [
       m for m in default_meshes(jax.device_count(), args.experts)
       if jax.process_count() == 1 or math.prod(m.values()) == jax.device_count()]
@@ -178,13 +185,15 @@ def main(argv=None):
               experts=args.experts, top_k=args.top_k,
               mfu='6*N_active*tokens/s (+ attention, models/accounting.py) over the '
                   'nominal dense bf16 peak of the device',
+              mfu_with_logits='as mfu, plus the output projection (6*d_model*vocab per '
+                              'token), as Megatron-style MFU counts it',
               timing=(f'trainer train_step (jitted, donated state), {grid["warmup"]} warm-up '
                       f'steps incl. compile, then {grid["reps"]} steps each followed by '
                       'block_until_ready; median reported'))
   rows = []
   presets = (args.preset or grid['preset']).split(',')
-  for preset, dispatch in itertools.product(presets, args.dispatch.split(',')):
-    runs = dict(grid, preset=preset, dispatch=dispatch)
+  for preset, dispatch, batch in itertools.product(presets, args.dispatch.split(','), batches):
+    runs = dict(grid, preset=preset, dispatch=dispatch, batch_per_device=batch)
     first = len(rows)
     for sizes in meshes:
       rows.append(run_row(runs, args, sizes))
@@ -197,10 +206,11 @@ def main(argv=None):
 
 
 def _line(row):
-  mesh = f"{row['preset']} {row['dispatch']} " + ','.join(f'{k}={v}' for k, v in row['mesh'].items())
+  mesh = (f"{row['preset']} {row['dispatch']} b{row['global_batch']} "
+          + ','.join(f'{k}={v}' for k, v in row['mesh'].items()))
   if 'error' in row:
     return f'{row["devices"]:>3} {mesh:<28} error: {row["error"]}'
-  mfu = f'  MFU {row["mfu"]:.3f}' if row['mfu'] else ''
+  mfu = f'  MFU {row["mfu"]:.3f} ({row["mfu_with_logits"]:.3f} with logits)' if row['mfu'] else ''
   return (f'{row["devices"]:>3} {mesh:<40} step {row["step_ms"]:9.2f} ms  '
           f'{row["tokens_per_s"]:12.0f} tok/s  {row["tokens_per_s_per_device"]:10.0f} tok/s/dev  '
           f'eff {row["efficiency"]:.2f}{mfu}')
