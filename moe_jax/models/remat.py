@@ -33,16 +33,22 @@ _POLICIES = {
 
 def checkpoint(fn, name):
   """`fn(params, x, *rest)` under policy `name` ('none': unchanged), its
-  recomputation waiting for the cotangent.
+  backward pass held to its place in the chain of blocks.
 
-  Under jax.checkpoint alone the recomputation depends only on the saved
-  values, so XLA may run it any time after the forward pass, and on CPU it
-  ran several blocks' recomputations ahead of their backward, each holding
-  its activations (seed 002's 8x0.5b under 'full': 55.4 GB of temporaries
-  so, 38.4 GB with the tie below; docs/benchmarks.md, "Memory"). An optimization
-  barrier does not stop it: XLA:CPU removes barriers before it schedules.
-  So the backward pass recomputes from `x` plus zero times an element of the
-  cotangent (`_after`), a data dependence no pass removes.
+  Under jax.checkpoint alone, XLA:CPU's scheduler moved work out of each
+  block's backward, and every move kept a block's worth of buffers alive
+  (seed 002's 8x0.5b under 'full', 8 layers: 20.0 GB of temporaries, 9.4 GB
+  with both ties below; docs/benchmarks.md, "Memory"):
+  - the recomputation depends only on saved values, so it ran several
+    blocks ahead of their backward;
+  - the weight gradients are needed only by the optimizer at the end, so
+    their matmuls ran last, holding every block's recomputed activations;
+  - the params' casts were shared by the forward and the recomputation, so
+    each block's cast weights lived from one to the other.
+  An optimization barrier does not order any of this: XLA:CPU removes
+  barriers before it schedules. Data dependences do (`_after`): the backward
+  recomputes from params and x tied to the cotangent, and the cotangent it
+  passes down (dx) is tied to every param gradient of the block.
   """
   if name == 'none':
     return fn
@@ -55,8 +61,9 @@ def checkpoint(fn, name):
   def fwd(*args):
     out, pullback = jax.vjp(ckpt, *args)
     leaves, tree = jax.tree.flatten(pullback)
-    # The saved values are pullback's leaves; x is among them as itself.
-    at = tuple(i for i, v in enumerate(leaves) if v is args[1])
+    # The saved values are pullback's leaves; params and x are among them as themselves.
+    inputs = [id(v) for v in jax.tree.leaves(args[:2])]
+    at = tuple(i for i, v in enumerate(leaves) if id(v) in inputs)
     return out, jax.tree_util.Partial(functools.partial(_pull, tree, at), *leaves)
 
   tied.defvjp(fwd, lambda pull, ct: pull(ct))
@@ -64,17 +71,19 @@ def checkpoint(fn, name):
 
 
 def _pull(tree, at, *leaves_ct):
-  """The pullback rebuilt from its leaves, with the saved x at leaf indices
-  `at` replaced by `_after(x, ct)`, applied to ct."""
+  """The pullback rebuilt from its leaves, with the saved params and x (leaf
+  indices `at`) tied to ct, applied to ct; dx tied to the param gradients."""
   *leaves, ct = leaves_ct
   leaves = [_after(v, ct) if i in at else v for i, v in enumerate(leaves)]
-  return jax.tree.unflatten(tree, leaves)(ct)
+  d_params, d_x, *d_rest = jax.tree.unflatten(tree, leaves)(ct)
+  return (d_params, _after(d_x, d_params), *d_rest)
 
 
-def _after(x, ct):
-  """`x`, computed once `ct` exists: plus zero times its first element (XLA
-  does not fold a float times 0, which NaN and infinity make non-zero). An
-  index, not a reshape: on a mesh it reads one shard's element."""
-  first = next(v for v in jax.tree.leaves(ct)
-               if jnp.issubdtype(v.dtype, jnp.floating))
-  return x + (first[(0,) * first.ndim] * 0).astype(x.dtype)
+def _after(x, tree):
+  """`x`, computed once every float leaf of `tree` exists: plus zero times
+  their first elements (XLA does not fold a float times 0, which NaN and
+  infinity make non-zero). An index, not a reshape: on a mesh it reads one
+  shard's element."""
+  firsts = [v[(0,) * v.ndim].astype(jnp.float32) for v in jax.tree.leaves(tree)
+            if jnp.issubdtype(v.dtype, jnp.floating)]
+  return x + (sum(firsts) * 0).astype(x.dtype)
