@@ -8,6 +8,7 @@ and how far copied experts drifted from their originals.
   analysis.retention_rows(runs)        # Fig. 5 / App. C: loss right after growth
   analysis.sunk_rows(runs, 'additional'), analysis.sunk_rows(runs, 'total')
   analysis.correlation(rows)           # Tables 1-2: sunk FLOPs vs final loss
+  analysis.regime_rows(runs)           # regime.py: paired comparisons over seeds
 
 FLOPs are our accounting's: training FLOPs = 3 x forward FLOPs per token
 (run.json `flops_per_token`, moe_jax/models/accounting.py) x tokens. A grown
@@ -138,6 +139,59 @@ def sunk_rows(runs, budget):
   kind = 'interpose' if budget == 'additional' else 'total_interpose'
   rows = [_row(runs[common.SCRATCH], step=0)] if common.SCRATCH in runs else []
   return rows + [_row(r, step=s) for s, r in grown(runs, kind).items()]
+
+
+_ARM = re.compile(r'(stack|interpose|width_a[0-9.e-]+)_(\d+)_s(\d+)')
+
+
+def regime_pairs(runs):
+  """The comparisons of experiments/seed003/regime.py, each as (label, claim,
+  [(run a, run b) per seed]): a - b < 0 is the claim."""
+  seeds = sorted(int(n[len('base_s'):]) for n in runs if re.fullmatch(r'base_s\d+', n))
+  base = {s: runs[f'base_s{s}']['total_steps'] for s in seeds}
+  arms = {}
+  for name in runs:
+    m = _ARM.fullmatch(name)
+    if m:
+      arms.setdefault((m.group(1), int(m.group(2))), []).append(int(m.group(3)))
+
+  def pairs(a, b, n=0):   # a base not started yet has no total: its seed is left out
+    return [(a.format(s=s, total=base[s] + n), b.format(s=s, total=base[s] + n))
+            for s in seeds if base[s] is not None]
+
+  out = []
+  for arm, n in sorted(arms):
+    kind = 'width' if arm.startswith('width') else 'depth'
+    out.append((f'{arm} +{n} - scratch_{kind} (same tokens)', 'growth beats scratch',
+                pairs(f'{arm}_{n}_s{{s}}', f'scratch_{kind}_{{total}}_s{{s}}', n)))
+  for n in sorted({n for _, n in arms}):
+    out.append((f'interpose - stack, +{n}', 'interposition beats stacking',
+                pairs(f'interpose_{n}_s{{s}}', f'stack_{n}_s{{s}}')))
+    alphas = sorted(a for a, m in arms if m == n and a.startswith('width_a'))
+    if len(alphas) == 2:
+      out.append((f'{alphas[1]} - {alphas[0]}, +{n}', 'noise beats exact copies',
+                  pairs(f'{alphas[1]}_{n}_s{{s}}', f'{alphas[0]}_{n}_s{{s}}')))
+  out.append(('depth_width - width_depth', 'depth first beats width first',
+              pairs('depth_width_s{s}', 'width_depth_s{s}')))
+  for order in ('depth_width', 'width_depth'):
+    out.append((f'{order} - scratch_both (same tokens)', 'growth beats scratch',
+                pairs(f'{order}_s{{s}}', 'scratch_both_s{s}')))
+  return out
+
+
+def regime_rows(runs):
+  """One row per `regime_pairs` comparison: means of a and b over the seeds
+  where both finished, and a - b paired by seed (experiments/stats.py)."""
+  rows = []
+  for label, claim, pairs in regime_pairs(runs):
+    done = [(final(runs[a]), final(runs[b])) for a, b in pairs if a in runs and b in runs]
+    done = [(x, y) for x, y in done if None not in (x, y)]
+    d = study_stats.paired([x - y for x, y in done])
+    rows.append(dict(label=label, claim=claim, n=len(done), pairs=len(pairs),
+                     a=float(np.mean([x for x, _ in done])) if done else None,
+                     b=float(np.mean([y for _, y in done])) if done else None, diff=d,
+                     verdict=study_stats.verdict((d['lo'], d['hi']), high=0.0) if done else None))
+  return rows
 
 
 def correlation(rows):

@@ -12,10 +12,11 @@ sweeps: a run not done yet has no final loss.
 """
 import math
 import os
+import re
 import tempfile
 import time
 
-from experiments import plots, report, study_cli
+from experiments import plots, report, stats as study_stats, study_cli
 from experiments.seed003 import analysis, common
 from moe_jax.workdir import files
 
@@ -162,13 +163,43 @@ def sunk(runs, plot_dir, budget):
   return title, text, [png]
 
 
+def regime(runs, plot_dir):
+  rows = analysis.regime_rows(runs)
+  table = _table(
+      ['a - b', 'seeds', 'mean a', 'mean b', 'a - b (paired)', 'p', 'claim (a - b < 0)', 'verdict'],
+      [[r['label'], f'{r["n"]}/{r["pairs"]}', _f(r['a']), _f(r['b']),
+        study_stats.interval_text(r['diff']) if r['n'] else '', _f(r['diff']['p'], '.3f'),
+        r['claim'], r['verdict'] or ''] for r in rows])
+  curves = {}
+  for r in rows:
+    m = re.fullmatch(r'(\S+) \+(\d+) - (scratch_\w+) .*', r['label'])
+    if m:
+      curves.setdefault(m.group(1), {})[int(m.group(2))] = r['a']
+      curves.setdefault(m.group(3), {})[int(m.group(2))] = r['b']
+
+  def draw(ax):
+    for name, points in sorted(curves.items()):
+      points = sorted((n, v) for n, v in points.items() if v is not None)
+      if points:
+        ax.plot(*zip(*points), 'o--' if name.startswith('scratch') else 'o-', label=name)
+    ax.set(xlabel='steps after growth (scratch: the same total tokens)',
+           ylabel='final val loss, mean over seeds', title='growth of a trained base')
+    _legend(ax)
+
+  png = _figure(os.path.join(plot_dir, 'seed003_regime.png'), [draw], width=6)
+  note = ('Final validation loss; a - b paired by seed with its 95% t interval; the verdict '
+          'holds the claim against the interval (agrees: all of it below 0).')
+  return "Growth in seed 003's regime (issue 36)", table + '\n\n' + note, [png]
+
+
 def render(runs, plot_dir):
   """The report's sections (markdown) from {name: run}; plots go to `plot_dir`."""
   os.makedirs(plot_dir, exist_ok=True)
   studies = [(depth, analysis.depth_rows), (width, analysis.width_rows),
              (retention, analysis.retention_rows),
              (lambda r, d: sunk(r, d, 'additional'), lambda r: analysis.sunk_rows(r, 'additional')),
-             (lambda r, d: sunk(r, d, 'total'), lambda r: analysis.sunk_rows(r, 'total'))]
+             (lambda r, d: sunk(r, d, 'total'), lambda r: analysis.sunk_rows(r, 'total')),
+             (regime, lambda r: any(re.fullmatch(r'base_s\d+', n) for n in r))]
   parts = []
   for section, rows in studies:
     if not rows(runs):

@@ -73,3 +73,28 @@ def test_small_sequential_growth_end_to_end(tmp_path, jax_cache, monkeypatch):
   cfg = done['depth_width_s0']['config']['model']
   assert cfg['num_layers'] == 4 and done['depth_width_s0']['config']['moe']['num_experts'] == 8
   assert done['depth_width_s0']['metrics'][-1]['val_loss'] > 0
+
+
+def _run(name, loss, total=None):
+  return dict(name=name, state='done', total_steps=total, metrics=[{'step': 1, 'val_loss': loss}])
+
+
+def test_regime_rows_pair_each_arm_with_its_scratch_by_seed(tmp_path):
+  from experiments.seed003 import analysis, report as seed003_report   # pylint: disable=g-import-not-at-top
+  losses = {}
+  for s, shift in ((0, 0.0), (1, 0.1), (2, 0.2)):
+    losses.update({f'stack_4_s{s}': 1.0 + shift, f'interpose_4_s{s}': 0.9 + shift + 0.01 * s,
+                   f'scratch_depth_8_s{s}': 1.5 + shift})
+  runs_ = {n: _run(n, v) for n, v in losses.items()}
+  runs_.update({f'base_s{s}': _run(f'base_s{s}', 2.0, total=4) for s in range(3)})
+  rows = {r['label']: r for r in analysis.regime_rows(runs_)}
+  growth = rows['stack +4 - scratch_depth (same tokens)']
+  assert growth['n'] == 3 and growth['diff']['mean'] == pytest.approx(-0.5)
+  assert growth['verdict'] == 'agrees'
+  order = rows['interpose - stack, +4']
+  assert order['diff']['mean'] == pytest.approx(-0.09) and order['verdict'] == 'agrees'
+  # The sequential orders have not run: no pair, no verdict.
+  assert rows['depth_width - width_depth']['n'] == 0
+  assert rows['depth_width - width_depth']['verdict'] is None
+  text = seed003_report.render(runs_, str(tmp_path))
+  assert "Growth in seed 003's regime" in text and '-0.5000 [95% CI' in text
