@@ -58,12 +58,9 @@ def measure(config):
 
 def _columns(cfg):
   """[(stacked key, [layers_i of that scan column])]: one per position in a period."""
-  out = []
-  for start, pattern, repeats in scan.groups(cfg):
-    for q in range(len(pattern)):
-      out.append((f'stack_{start}_{q}',
-                  [f'layers_{start + r * len(pattern) + q}' for r in range(repeats)]))
-  return out
+  return [(f'stack_{start}_{q}', names)
+          for start, pattern, repeats in scan.groups(cfg)
+          for q, names in enumerate(scan.columns(start, len(pattern), repeats))]
 
 
 def probe(config, stacked):

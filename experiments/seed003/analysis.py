@@ -145,50 +145,48 @@ _ARM = re.compile(r'(stack|interpose|width_a[0-9.e-]+)_(\d+)_s(\d+)')
 
 
 def regime_pairs(runs):
-  """The comparisons of experiments/seed003/regime.py, each as (label, claim,
-  [(run a, run b) per seed]): a - b < 0 is the claim."""
+  """The comparisons of experiments/seed003/regime.py, each a dict(label,
+  claim, pairs=[(run a, run b) per seed]) where a - b < 0 is the claim; a
+  grown arm against its scratch also names (`series`) the two curves and the
+  steps after growth."""
   seeds = sorted(int(n[len('base_s'):]) for n in runs if re.fullmatch(r'base_s\d+', n))
   base = {s: runs[f'base_s{s}']['total_steps'] for s in seeds}
-  arms = {}
-  for name in runs:
-    m = _ARM.fullmatch(name)
-    if m:
-      arms.setdefault((m.group(1), int(m.group(2))), []).append(int(m.group(3)))
+  arms = sorted({(m.group(1), int(m.group(2))) for m in map(_ARM.fullmatch, runs) if m})
 
   def pairs(a, b, n=0):   # a base not started yet has no total: its seed is left out
     return [(a.format(s=s, total=base[s] + n), b.format(s=s, total=base[s] + n))
             for s in seeds if base[s] is not None]
 
   out = []
-  for arm, n in sorted(arms):
-    kind = 'width' if arm.startswith('width') else 'depth'
-    out.append((f'{arm} +{n} - scratch_{kind} (same tokens)', 'growth beats scratch',
-                pairs(f'{arm}_{n}_s{{s}}', f'scratch_{kind}_{{total}}_s{{s}}', n)))
+  for arm, n in arms:
+    scratch = 'scratch_' + ('width' if arm.startswith('width') else 'depth')
+    out.append(dict(label=f'{arm} +{n} - {scratch} (same tokens)', claim='growth beats scratch',
+                    pairs=pairs(f'{arm}_{n}_s{{s}}', f'{scratch}_{{total}}_s{{s}}', n),
+                    series=(arm, scratch, n)))
   for n in sorted({n for _, n in arms}):
-    out.append((f'interpose - stack, +{n}', 'interposition beats stacking',
-                pairs(f'interpose_{n}_s{{s}}', f'stack_{n}_s{{s}}')))
-    alphas = sorted(a for a, m in arms if m == n and a.startswith('width_a'))
+    out.append(dict(label=f'interpose - stack, +{n}', claim='interposition beats stacking',
+                    pairs=pairs(f'interpose_{n}_s{{s}}', f'stack_{n}_s{{s}}')))
+    alphas = [a for a, m in arms if m == n and a.startswith('width_a')]
     if len(alphas) == 2:
-      out.append((f'{alphas[1]} - {alphas[0]}, +{n}', 'noise beats exact copies',
-                  pairs(f'{alphas[1]}_{n}_s{{s}}', f'{alphas[0]}_{n}_s{{s}}')))
-  out.append(('depth_width - width_depth', 'depth first beats width first',
-              pairs('depth_width_s{s}', 'width_depth_s{s}')))
+      out.append(dict(label=f'{alphas[1]} - {alphas[0]}, +{n}', claim='noise beats exact copies',
+                      pairs=pairs(f'{alphas[1]}_{n}_s{{s}}', f'{alphas[0]}_{n}_s{{s}}')))
+  out.append(dict(label='depth_width - width_depth', claim='depth first beats width first',
+                  pairs=pairs('depth_width_s{s}', 'width_depth_s{s}')))
   for order in ('depth_width', 'width_depth'):
-    out.append((f'{order} - scratch_both (same tokens)', 'growth beats scratch',
-                pairs(f'{order}_s{{s}}', 'scratch_both_s{s}')))
+    out.append(dict(label=f'{order} - scratch_both (same tokens)', claim='growth beats scratch',
+                    pairs=pairs(f'{order}_s{{s}}', 'scratch_both_s{s}')))
   return out
 
 
 def regime_rows(runs):
-  """One row per `regime_pairs` comparison: means of a and b over the seeds
-  where both finished, and a - b paired by seed (experiments/stats.py)."""
+  """`regime_pairs` with, per comparison, the means of a and b over the seeds
+  where both finished and a - b paired by seed (experiments/stats.py)."""
   rows = []
-  for label, claim, pairs in regime_pairs(runs):
-    done = [(final(runs[a]), final(runs[b])) for a, b in pairs if a in runs and b in runs]
+  for c in regime_pairs(runs):
+    done = [(final(runs[a]), final(runs[b])) for a, b in c['pairs'] if a in runs and b in runs]
     done = [(x, y) for x, y in done if None not in (x, y)]
     d = study_stats.paired([x - y for x, y in done])
-    rows.append(dict(label=label, claim=claim, n=len(done), pairs=len(pairs),
-                     a=float(np.mean([x for x, _ in done])) if done else None,
+    rows.append(dict(c, n=len(done), a=float(np.mean([x for x, _ in done])) if done else None,
                      b=float(np.mean([y for _, y in done])) if done else None, diff=d,
                      verdict=study_stats.verdict((d['lo'], d['hi']), high=0.0) if done else None))
   return rows

@@ -167,15 +167,15 @@ def regime(runs, plot_dir):
   rows = analysis.regime_rows(runs)
   table = _table(
       ['a - b', 'seeds', 'mean a', 'mean b', 'a - b (paired)', 'p', 'claim (a - b < 0)', 'verdict'],
-      [[r['label'], f'{r["n"]}/{r["pairs"]}', _f(r['a']), _f(r['b']),
+      [[r['label'], f'{r["n"]}/{len(r["pairs"])}', _f(r['a']), _f(r['b']),
         study_stats.interval_text(r['diff']) if r['n'] else '', _f(r['diff']['p'], '.3f'),
         r['claim'], r['verdict'] or ''] for r in rows])
   curves = {}
   for r in rows:
-    m = re.fullmatch(r'(\S+) \+(\d+) - (scratch_\w+) .*', r['label'])
-    if m:
-      curves.setdefault(m.group(1), {})[int(m.group(2))] = r['a']
-      curves.setdefault(m.group(3), {})[int(m.group(2))] = r['b']
+    if 'series' in r:
+      arm, scratch, n = r['series']
+      curves.setdefault(arm, {})[n] = r['a']
+      curves.setdefault(scratch, {})[n] = r['b']
 
   def draw(ax):
     for name, points in sorted(curves.items()):

@@ -62,7 +62,7 @@ def checkpoint(fn, name):
     out, pullback = jax.vjp(ckpt, *args)
     leaves, tree = jax.tree.flatten(pullback)
     # The saved values are pullback's leaves; params and x are among them as themselves.
-    inputs = [id(v) for v in jax.tree.leaves(args[:2])]
+    inputs = {id(v) for v in jax.tree.leaves(args[:2])}
     at = tuple(i for i, v in enumerate(leaves) if id(v) in inputs)
     return out, jax.tree_util.Partial(functools.partial(_pull, tree, at), *leaves)
 

@@ -45,6 +45,11 @@ def groups(cfg):
   return tuple(out)
 
 
+def columns(start, period, repeats):
+  """The group's layer names by position in its period: [[layers_i of q] for q]."""
+  return [[f'layers_{start + r * period + q}' for r in range(repeats)] for q in range(period)]
+
+
 def _blocks(block_cls, cfg, train):
   """{is_moe: f(params, x_BLD, load_E, i, tokens_BL, segment_ids_BL,
   positions_BL, rng) -> (x_BLD, stats)}: one block applied as a function of
@@ -89,9 +94,7 @@ def run(block_cls, cfg, params, x_BLD, tokens_BL, segment_ids_BL, positions_BL, 
   inputs = (tokens_BL, segment_ids_BL, positions_BL, rng)
   stats = {}
   for start, pattern, repeats in groups(cfg):
-    period = len(pattern)
-    names = [[f'layers_{start + r * period + q}' for r in range(repeats)]
-             for q in range(period)]
+    names = columns(start, len(pattern), repeats)
     stack = lambda tree_of: [jax.tree.map(lambda *v: jnp.stack(v), *map(tree_of, col))
                              for col in names]
     xs = (stack(lambda name: params[name]),
