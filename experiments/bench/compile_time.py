@@ -12,11 +12,8 @@ StableHLO) and compile (XLA), each as wall clock (`_s`) and as this process'
 CPU time, all its threads (`_cpu_s`): on a shared machine the wall clock
 measures the load as much as the compile, the CPU time much less so.
 
-`--probe` asks what a stacked param layout would buy (scan_layers on): it
-compiles gradient + clipped AdamW over the params as the train state holds
-them (`layers_{i}` leaves) and over the same params stacked per scan column
-([R, ...] leaves, unstacked by slicing inside the loss), the same plain optax
-chain in both, and writes `probe: layers | stacked` rows.
+With scan_layers the train state is stacked per scan column
+(moe_jax/models/stacking.py), so the row measures that state's step.
 """
 import argparse
 import datetime
@@ -27,11 +24,9 @@ import time
 import jax
 import jax.numpy as jnp
 import jaxlib
-import optax
 
 from configs import common
-from moe_jax.models import scan
-from moe_jax.train import accumulate, phases as phases_lib, program as program_lib, step
+from moe_jax.train import phases as phases_lib, program as program_lib, step
 from moe_jax.workdir import placement
 
 
@@ -56,57 +51,6 @@ def measure(config):
               compile_cpu_s=round(c3 - c2, 2), hlo_chars=len(lowered.as_text()))
 
 
-def _columns(cfg):
-  """[(stacked key, [layers_i of that scan column])]: one per position in a period."""
-  return [(f'stack_{start}_{q}', names)
-          for start, pattern, repeats in scan.groups(cfg)
-          for q, names in enumerate(scan.columns(start, len(pattern), repeats))]
-
-
-def probe(config, stacked):
-  """Compile seconds of grad + AdamW over `layers_{i}` params or stacked ones."""
-  mesh = placement.make_mesh(config.mesh)
-  program = program_lib.build(config, mesh)
-  model, columns = program.model, _columns(program.model.cfg)
-
-  def stack(params):
-    out = {k: v for k, v in params.items() if not k.startswith('layers_')}
-    for key, names in columns:
-      out[key] = jax.tree.map(lambda *v: jnp.stack(v), *[params[n] for n in names])
-    return out
-
-  def unstack(params):
-    out = {k: v for k, v in params.items() if not k.startswith('stack_')}
-    for key, names in columns:
-      for r, name in enumerate(names):
-        out[name] = jax.tree.map(lambda v, r=r: v[r], params[key])
-    return out
-
-  tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
-  params = program.abstract_state.params
-  if stacked:
-    params = jax.eval_shape(stack, params)
-  view = unstack if stacked else lambda p: p
-
-  def update(params, opt_state, batch):
-    def loss(p):
-      ce, _, aux = accumulate.loss_terms(model, view(p), batch, jax.random.key(0))
-      return ce + aux['aux_loss']
-    updates, opt_state = tx.update(jax.grad(loss)(params), opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
-
-  batch = {k: jax.ShapeDtypeStruct((config.batch_size, config.seq_len), jnp.int32)
-           for k in ('inputs', 'targets', 'segment_ids', 'positions', 'loss_mask')}
-  c0 = time.process_time()
-  with jax.set_mesh(mesh):
-    lowered = jax.jit(update, donate_argnums=(0, 1)).lower(
-        params, jax.eval_shape(tx.init, params), batch)
-    c1 = time.process_time()
-    lowered.compile()
-  return dict(probe='stacked' if stacked else 'layers', lower_cpu_s=round(c1 - c0, 2),
-              compile_cpu_s=round(time.process_time() - c1, 2))
-
-
 def main():
   p = argparse.ArgumentParser(description=__doc__)
   p.add_argument('--out', required=True)
@@ -115,19 +59,17 @@ def main():
   p.add_argument('--remat', default='none')
   p.add_argument('--batch_size', type=int, default=1)
   p.add_argument('--seq_len', type=int, default=128)
-  p.add_argument('--probe', action='store_true',
-                 help='grad + AdamW over layers_{i} params against stacked ones (scan_layers on)')
   args = p.parse_args()
   for layers in [int(n) for n in args.layers.split(',')]:
-    for variant in (False, True):   # scan_layers, or (--probe) stacked params
+    for scan_layers in (False, True):
       config = common.base()
       common.apply_preset(config, args.preset)
       config.model.vocab_size = config.model.vocab_size or 32_000
-      config.model.update(num_layers=layers, scan_layers=variant or args.probe, remat=args.remat)
+      config.model.update(num_layers=layers, scan_layers=scan_layers, remat=args.remat)
       config.update(batch_size=args.batch_size, seq_len=args.seq_len)
       row = dict(preset=args.preset, num_layers=layers, scan_layers=config.model.scan_layers,
                  remat=args.remat, batch_size=args.batch_size, seq_len=args.seq_len,
-                 **(probe(config, variant) if args.probe else measure(config)),
+                 **measure(config),
                  backend=jax.default_backend(), jax=jax.__version__,
                  jaxlib=jaxlib.__version__, load_avg_1m=round(os.getloadavg()[0], 1),
                  date=datetime.date.today().isoformat())

@@ -37,7 +37,7 @@ def _jax_parts(case, dispatch):
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import optax  # pylint: disable=g-import-not-at-top
-  from moe_jax.models import attention, mlp, moe, router  # pylint: disable=g-import-not-at-top,multiple-imports
+  from moe_jax.models import attention, mlp, moe, router, stacking  # pylint: disable=g-import-not-at-top,multiple-imports
   from moe_jax.train import accumulate  # pylint: disable=g-import-not-at-top
   side = cpu_step.JaxSide(case, dispatch)
   program, batch = side.program, side.batch
@@ -60,13 +60,13 @@ def _jax_parts(case, dispatch):
     lr = program.lr_fn(state.step)
     p = optax.apply_updates(state.params, jax.tree.map(lambda u: lr * u, updates))
     if bias_rate:
-      p = router.update_biases(p, aux, bias_rate)
+      p = router.update_biases(p, {'moe': stacking.stack(aux['moe'], cfg)}, bias_rate)
     return state.replace(step=state.step + 1, params=p, opt_state=opt_state), (
         optax.tree.norm(grads), optax.tree.norm(p))
 
   optimizer = jax.jit(update)
   x_BLD = jax.random.normal(jax.random.key(1), batch['inputs'].shape + (cfg.d_model,))
-  layer = params['layers_0']
+  layer = stacking.unstack(params, cfg)['layers_0']
   valid_BL = batch['segment_ids'] != 0
   if cfg.moe.num_experts:
     block = moe.MoE(cfg)

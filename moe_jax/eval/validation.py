@@ -21,8 +21,11 @@ def eval_step(params, batch, *, model):
   return ce * count, count
 
 
-def jit_eval_step(model, param_shardings, batch_sharding):
-  return jax.jit(functools.partial(eval_step, model=model),
+def jit_eval_step(model, param_shardings, batch_sharding, view=None):
+  """`eval_step` jitted; `view` turns the params it is given into the
+  model's (the train state's stacked layout, models/stacking.py)."""
+  fn = functools.partial(eval_step, model=model)
+  return jax.jit(fn if view is None else lambda params, batch: fn(view(params), batch),
                  in_shardings=(param_shardings, batch_sharding))
 
 

@@ -173,14 +173,16 @@ def update_biases(params, aux, rate):
 
   Returns new params; every `layers_i/moe/router/bias` moves, using
   `aux['moe']['layers_i']['counts']` (global over the batch, padding excluded).
+  A stacked train state (models/stacking.py) passes its `stack_*` columns
+  with counts [R, E] stacked alike: each row is its own layer's.
   """
   out = dict(params)
   for name, stats in aux['moe'].items():
     router = params[name]['moe'].get('router', {})
     if 'bias' not in router:
       continue
-    counts_E = stats['counts']
-    step_E = rate * jnp.sign(jnp.mean(counts_E) - counts_E)
-    moe = dict(params[name]['moe'], router=dict(router, bias=router['bias'] + step_E))
+    counts = stats['counts']   # [E], or [R, E] for a stacked column
+    step = rate * jnp.sign(jnp.mean(counts, axis=-1, keepdims=True) - counts)
+    moe = dict(params[name]['moe'], router=dict(router, bias=router['bias'] + step))
     out[name] = dict(params[name], moe=moe)
   return out

@@ -23,7 +23,7 @@ own capacity (dropped_frac is then a token-weighted mean).
 import jax
 import jax.numpy as jnp
 
-from moe_jax.models import losses, router, transformer
+from moe_jax.models import losses, router, stacking, transformer
 
 # Tokens per device of one microbatch under grad_accum_steps=0 on CPU. XLA:CPU
 # runs the step as whole-array passes whose speed is set by memory traffic,
@@ -85,10 +85,11 @@ def split(batch, n):
 
 
 def forward(model, params, batch, rng, hidden=False, expert_load=None):
+  """The model on a batch; `params` in either layout (models/stacking.py)."""
   rngs = {'jitter': rng}
-  return model.apply({'params': params}, batch['inputs'], segment_ids=batch['segment_ids'],
-                     positions=batch['positions'], train=True, rngs=rngs, hidden=hidden,
-                     expert_load=expert_load)
+  return model.apply({'params': stacking.unstack(params, model.cfg)}, batch['inputs'],
+                     segment_ids=batch['segment_ids'], positions=batch['positions'],
+                     train=True, rngs=rngs, hidden=hidden, expert_load=expert_load)
 
 
 def loss_terms(model, params, batch, rng, expert_load=None):

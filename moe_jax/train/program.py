@@ -1,7 +1,14 @@
 """A Program: what training one model shape needs (model, optimizer, shardings,
 jitted steps), and the state that goes with it. The trainer builds one per
-shape: one for a plain run, a second after an in-run upcycle."""
+shape: one for a plain run, a second after an in-run upcycle.
+
+The train state has two layouts (models/stacking.py): the one the step
+trains (each scan column stacked under `model.scan_layers`) and the
+checkpoint's (`layers_{i}`), which everything outside the step reads. This
+module converts between them: restoring, saving, growing and init_from.
+"""
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +16,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from moe_jax import sharding
 from moe_jax.eval import validation
-from moe_jax.models import transformer
+from moe_jax.models import stacking, transformer
 from moe_jax.models import config as model_config
 from moe_jax.train import accumulate, optimizer, phases as phases_lib
 from moe_jax.train import state as state_lib, step
@@ -24,34 +31,46 @@ class Program:
   model: object
   tx: object
   lr_fn: object
-  abstract_state: object
+  abstract_state: object     # the train layout, with shardings
   state_shardings: object
+  checkpoint_state: object   # the checkpoint layout (layers_{i}), with shardings
   batch_sharding: object
   grad_accum_steps: int    # microbatches per step, resolved (accumulate.steps)
   train_step: object
   eval_step: object
+  to_train: object           # TrainState: checkpoint layout -> train layout (jitted)
+  to_checkpoint: object      # and back
 
 
 def build(config, mesh, start_step=0):
   cfg = model_config.ModelConfig.from_config(config)
   model = transformer.Transformer(cfg)
-  abstract_params = transformer.abstract_params(model, config.seq_len)
+  stack, unstack = (functools.partial(f, cfg=cfg) for f in (stacking.stack, stacking.unstack))
+  abstract_params = jax.eval_shape(stack, transformer.abstract_params(model, config.seq_len))
   # Phases start at the in-run upcycle: config.upcycle.step before it, start_step after.
   phases = phases_lib.build(config, start_step or config.upcycle.step)
   tx, lr_fn = optimizer.make(config.opt, config.total_steps, abstract_params, start_step,
                              phases.lr_scale if phases else None)
   abstract_state = jax.eval_shape(lambda p: state_lib.create(p, tx), abstract_params)
-  state_shardings = _state_shardings(abstract_state, mesh, config.mesh)
+  checkpoint_state = jax.eval_shape(unstack, abstract_state)
+  checkpoint_shardings = _state_shardings(checkpoint_state, mesh, config.mesh)
+  state_shardings = stacking.stack(checkpoint_shardings, cfg, combine=stacking.sharding)
   # Restores land on this mesh, whatever mesh wrote the checkpoint.
   abstract_state = checkpoint.abstract_like(abstract_state, state_shardings)
+  checkpoint_state = checkpoint.abstract_like(checkpoint_state, checkpoint_shardings)
+  to_train, to_checkpoint = ((jax.jit(stack, out_shardings=state_shardings),
+                              jax.jit(unstack, out_shardings=checkpoint_shardings))
+                             if cfg.scan_layers else (lambda s: s, lambda s: s))
   batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
   accum = accumulate.steps_for(config, cfg, batch_sharding)
   return Program(
-      config, model, tx, lr_fn, abstract_state, state_shardings, batch_sharding, accum,
+      config, model, tx, lr_fn, abstract_state, state_shardings, checkpoint_state,
+      batch_sharding, accum,
       placement.on_mesh(mesh, step.jit_train_step(model, tx, lr_fn, config, state_shardings,
                                                   batch_sharding, phases, accum)),
       placement.on_mesh(mesh, validation.jit_eval_step(model, state_shardings.params,
-                                                       batch_sharding)))
+                                                       batch_sharding, unstack)),
+      placement.on_mesh(mesh, to_train), placement.on_mesh(mesh, to_checkpoint))
 
 
 def _state_shardings(abstract_state, mesh, mesh_cfg):
@@ -64,28 +83,32 @@ def _state_shardings(abstract_state, mesh, mesh_cfg):
                                 opt_state=opt_state)
 
 
-def init_state(program, seed):
-  model, tx = program.model, program.tx
+def init_state(program, seed, params=None):
+  """A fresh train state: params drawn from `seed`, or `params` (the
+  checkpoint layout: init_from, a params-only checkpoint) with a fresh
+  optimizer state."""
+  model, tx, cfg = program.model, program.tx, program.model.cfg
   tokens = jnp.zeros((1, program.config.seq_len), jnp.int32)
 
-  def init():
-    params = model.init(jax.random.key(seed), tokens)['params']
-    return state_lib.create(params, tx)
+  def init(params):
+    if params is None:
+      params = model.init(jax.random.key(seed), tokens)['params']
+    return state_lib.create(stacking.stack(params, cfg), tx)
 
-  return jax.jit(init, out_shardings=program.state_shardings)()
+  return jax.jit(init, out_shardings=program.state_shardings)(params)
 
 
 def restore_state(program, manager, step_):
   """(state, data position, the config the checkpoint was saved under) of a
   workdir checkpoint; a params-only one (from the upcycle CLI) gets a fresh
   optimizer state."""
-  abstract = program.abstract_state
+  abstract = program.checkpoint_state
   out = manager.restore(step_, abstract.params, abstract.opt_state)
-  opt_state = out['opt_state']
-  if opt_state is None:
-    opt_state = jax.jit(program.tx.init, out_shardings=program.state_shardings.opt_state)(
-        out['params'])
-  state = state_lib.TrainState(jnp.asarray(step_, jnp.int32), out['params'], opt_state)
+  if out['opt_state'] is None:
+    state = init_state(program, None, out['params']).replace(step=jnp.asarray(step_, jnp.int32))
+  else:
+    state = program.to_train(state_lib.TrainState(jnp.asarray(step_, jnp.int32), out['params'],
+                                                  out['opt_state']))
   return state, out['data'], out['meta'].get('config')
 
 
@@ -98,15 +121,22 @@ def upcycle(program, dst_config, state, mesh, score_batches=(), report_batches=(
 
   Returns the target Program, the grown state (params by the recipe, the
   optimizer state by its policy), the function-preservation report, the
-  utility-score record (or None) and the recipe.
+  utility-score record (or None) and the recipe. The transition reads and
+  writes the checkpoint layout.
   """
   new = build(dst_config, mesh, start_step=int(state.step))
-  params, recipe, scores = transition.apply(program.config, dst_config, state.params,
-                                            score_batches, new.state_shardings.params)
+  old, target = program.to_checkpoint(state), new.checkpoint_state
+  params, recipe, scores = transition.apply(program.config, dst_config, old.params,
+                                            score_batches, _shardings(target.params))
   opt_state = jax.jit(
-      lambda old: mapping.map_opt_state(recipe, old, new.abstract_state.opt_state,
-                                        new.abstract_state.params, recipe.opt_policy),
-      out_shardings=new.state_shardings.opt_state)(state.opt_state)
-  report = transition.preservation_report(program.config, dst_config, state.params, params,
+      lambda o: mapping.map_opt_state(recipe, o, target.opt_state, target.params,
+                                      recipe.opt_policy),
+      out_shardings=_shardings(target.opt_state))(old.opt_state)
+  report = transition.preservation_report(program.config, dst_config, old.params, params,
                                           report_batches) if report_batches else {}
-  return new, state_lib.TrainState(state.step, params, opt_state), report, scores, recipe
+  grown = new.to_train(state_lib.TrainState(state.step, params, opt_state))
+  return new, grown, report, scores, recipe
+
+
+def _shardings(abstract):
+  return jax.tree.map(lambda a: a.sharding, abstract)

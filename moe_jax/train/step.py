@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from moe_jax.models import router
+from moe_jax.models import router, stacking
 from moe_jax.train import accumulate
 
 
@@ -33,10 +33,11 @@ def moe_metrics(aux):
 
 def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate, phases=None,
                grad_accum_steps=1):
-  """One optimizer step; returns (new state, metrics of this step). With
-  `phases` (moe_jax/train/phases.py) the router losses take the weights of
-  the step's phase. `grad_accum_steps` > 1 runs the batch as that many
-  microbatches (moe_jax/train/accumulate.py), same update."""
+  """One optimizer step; returns (new state, metrics of this step). The state
+  is in the train layout (models/stacking.py: each scan column stacked under
+  scan_layers). With `phases` (moe_jax/train/phases.py) the router losses
+  take the weights of the step's phase. `grad_accum_steps` > 1 runs the batch
+  as that many microbatches (moe_jax/train/accumulate.py), same update."""
   rng = jax.random.fold_in(jax.random.key(seed), state.step)
 
   if grad_accum_steps > 1:
@@ -57,8 +58,9 @@ def train_step(state, batch, *, model, tx, lr_fn, seed, bias_update_rate, phases
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
   lr = lr_fn(state.step)
   params = optax.apply_updates(state.params, jax.tree.map(lambda u: lr * u, updates))
-  if bias_update_rate:
-    params = router.update_biases(params, aux, bias_update_rate)
+  if bias_update_rate:   # aux's per-layer counts in the params' layout (models/stacking.py)
+    params = router.update_biases(params, {'moe': stacking.stack(aux['moe'], model.cfg)},
+                                  bias_update_rate)
   metrics = dict(loss=ce, aux_loss=aux_loss, grad_norm=optax.tree.norm(grads),
                  param_norm=optax.tree.norm(params),
                  lr=lr, tokens=count, **moe_metrics(aux))

@@ -23,7 +23,7 @@ import tqdm
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, CorruptCheckpointError, NonFiniteLossError
 from moe_jax.eval import norms
-from moe_jax.models import accounting
+from moe_jax.models import accounting, stacking
 from moe_jax.models import dispatch as dispatch_lib
 from moe_jax.models import config as model_config
 from moe_jax.train import metrics, program as program_lib, summary
@@ -127,7 +127,7 @@ def _restore(config, dst_config, mesh, program, workdir, train_it):
       prog, grow_first = program, False
       if tau and step >= tau:
         grown = grown or program_lib.build(dst_config, mesh, start_step=tau)
-        grow_first = step == tau and not manager.matches(step, grown.abstract_state.params)
+        grow_first = step == tau and not manager.matches(step, grown.checkpoint_state.params)
         prog = program if grow_first else grown
       try:
         state, data_state, saved = program_lib.restore_state(prog, manager, step)
@@ -235,12 +235,11 @@ def train_and_evaluate(config, workdir, stop_at=None):
                                     restored.damaged)
   last_saved = start if state is not None else None
   if state is None:
-    init_params = checkpoint.restore_params(config.init_from, checkpoint.abstract_like(
-        program.abstract_state.params, program.state_shardings.params))[0] if (
-            config.init_from) else None
-    state = program_lib.init_state(program, config.seed)
-    if init_params is not None:
-      state = state.replace(params=init_params)
+    init_params = None
+    if config.init_from:
+      init_params = checkpoint.restore_params(config.init_from,
+                                              program.checkpoint_state.params)[0]
+    state = program_lib.init_state(program, config.seed, init_params)
 
   # A resumed run has not grown past `start` yet.
   history = lineage.cut(lineage.for_run(
@@ -268,12 +267,15 @@ def train_and_evaluate(config, workdir, stop_at=None):
   writer = metrics.Writer(workdir, resume_step=start)
   peak = metrics.peak_flops(jax.devices()[0])
   interrupts = _Interrupts()
-  layer_norms = jax.jit(norms.layer_norms)   # logged at eval steps (seed 003 Fig. 2)
+  # Logged at eval steps (seed 003 Fig. 2), of the params in the checkpoint layout.
+  layer_norms = jax.jit(lambda params, cfg: norms.layer_norms(stacking.unstack(params, cfg)),
+                        static_argnums=1)
   pending, last, finished, interrupted_at = [], {}, False, None
   t0, t0_step = time.perf_counter(), start
 
   def save(step_):
-    manager.save(step_, state.params, state.opt_state, train_it.get_state(),
+    saved = program.to_checkpoint(state)   # a copy under scan_layers, while it is written
+    manager.save(step_, saved.params, saved.opt_state, train_it.get_state(),
                  meta=dict(config=program.config.to_dict(), lineage=history))
 
   def upcycle_now(program, state):
@@ -337,7 +339,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
           last['mfu'] = tokens_per_s * flops / (peak * jax.device_count())
         if eval_now:
           last.update(program_lib.evaluate(program, state.params, val_batches))
-          last.update(norms.flat(jax.device_get(layer_norms(state.params))))
+          last.update(norms.flat(jax.device_get(layer_norms(state.params, program.model.cfg))))
         writer.write(done, last)
         bar.set_postfix(loss=f'{last["loss"]:.3f}', **(
             {'val': f'{last["val_loss"]:.3f}'} if 'val_loss' in last else {}))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from moe_jax.models import config as model_config
-from moe_jax.models import transformer
+from moe_jax.models import stacking, transformer
 from moe_jax.train import accumulate, optimizer, phases as phases_lib, program as program_lib
 from moe_jax.train import state as state_lib, step
 from moe_jax.workdir import placement
@@ -41,10 +41,13 @@ def _config(**overrides):
 
 
 def _step(config, mesh=None):
-  """(new state, metrics) of one step from a fixed init on a fixed batch."""
+  """(new state, metrics) of one step from a fixed init on a fixed batch. The
+  step runs on the train layout (scan columns stacked under scan_layers,
+  models/stacking.py); the state comes back in the `layers_{i}` one."""
   cfg = model_config.ModelConfig.from_config(config)
   model = transformer.Transformer(cfg)
-  params = model.init(jax.random.key(0), jnp.zeros((1, config.seq_len), jnp.int32))['params']
+  params = stacking.stack(
+      model.init(jax.random.key(0), jnp.zeros((1, config.seq_len), jnp.int32))['params'], cfg)
   phases = phases_lib.build(config)
   tx, lr_fn = optimizer.make(config.opt, config.total_steps, params, 0,
                              phases.lr_scale if phases else None)
@@ -58,7 +61,9 @@ def _step(config, mesh=None):
     sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)
     batch = jax.device_put(batch, sharding)
     fn = placement.on_mesh(mesh, fn)
-  return fn(state, batch)
+  new, metrics = fn(state, batch)
+  unstack = functools.partial(stacking.unstack, cfg=cfg)
+  return new.replace(params=unstack(new.params), opt_state=unstack(new.opt_state)), metrics
 
 
 def _assert_same(got, want, rtol=1e-4, atol=1e-7):
@@ -126,8 +131,9 @@ def test_grad_accumulation_with_phases_remat_and_chunks_on_the_mesh():
     # a dense prefix, (dense, MoE) x 1, a dense rest.
     ({'model.num_layers': 4, 'moe.first_dense': 1}, ('save_dots_no_batch',))])
 def test_scan_layers_give_the_plain_step(stack, policies):
-  """The scanned stack (models/scan.py) under remat policies: same loss,
-  gradients (Adam's moments), MoE metrics, bias update and params."""
+  """The scanned stack (models/scan.py) on the stacked train state under
+  remat policies: same loss, gradients (Adam's moments), MoE metrics, bias
+  update and params."""
   want = _step(_config(**_MOE, **stack))
   for policy in policies:
     got = _step(_config(**_MOE, **stack, **{'model.scan_layers': True, 'model.remat': policy}))

@@ -36,11 +36,16 @@ def _experts(workdir, step):
   return shape[0]
 
 
-@pytest.mark.parametrize('stop', [4, pytest.param(2, marks=pytest.mark.slow)])
-def test_expand_experts_in_run_and_resume_across_tau(tmp_path, stop):
-  """Interrupted after tau (restores the grown shape) or before (grows on resume)."""
+@pytest.mark.parametrize('stop,scan', [(4, False), (4, True),
+                                       pytest.param(2, False, marks=pytest.mark.slow)])
+def test_expand_experts_in_run_and_resume_across_tau(tmp_path, stop, scan):
+  """Interrupted after tau (restores the grown shape) or before (grows on
+  resume). With scan_layers the train state is stacked (models/stacking.py)
+  and everything here (checkpoints, the transition, evaluation, norms) sees
+  `layers_{i}`."""
+  keys = {'model.scan_layers': scan}
   straight = str(tmp_path / 'straight')
-  trainer.train_and_evaluate(_expand(), straight)
+  trainer.train_and_evaluate(_expand(**keys), straight)
   rows = _rows(straight)
   grown = next(r for r in rows if r['step'] == 3)
   assert 'upcycle/loss_before' in grown and np.isfinite(grown['upcycle/loss_after'])
@@ -56,8 +61,8 @@ def test_expand_experts_in_run_and_resume_across_tau(tmp_path, stop):
   assert want and {k: rows[-1][k] for k in want} == pytest.approx(want, rel=1e-6)
 
   resumed = str(tmp_path / 'resumed')
-  trainer.train_and_evaluate(_expand(), resumed, stop_at=stop)
-  trainer.train_and_evaluate(_expand(), resumed)
+  trainer.train_and_evaluate(_expand(**keys), resumed, stop_at=stop)
+  trainer.train_and_evaluate(_expand(**keys), resumed)
   got = [(r['step'], r['loss']) for r in _rows(resumed)]
   np.testing.assert_allclose(got, [(r['step'], r['loss']) for r in rows], rtol=0, atol=0)
 
