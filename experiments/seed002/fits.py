@@ -20,6 +20,7 @@ TABLE1_8X2 = {'mul': 0.0031, 'mul_no_interaction': 0.0095, 'add': 0.0093,
 TABLE2 = {kind: presets.PRESETS[f'table2_{kind}']['params'] for kind in ('dense', 'moe',
                                                                         'upcycled')}
 LAWS = (('dense', 'chinchilla'), ('moe', 'chinchilla'), ('upcycled', 'joint'))
+FLOORS = (0.0, 0.5, 1.0)   # nats: plausible floors E below our losses (1.4 to 3.4)
 
 
 def rows(cols, kind=None, n1=None):
@@ -70,11 +71,13 @@ def joint_laws(cols, n_boot=200, seed=0):
 
 
 def dstar_at(laws, n1s, lo=1e3, hi=1e13):
-  """{N1: crossings of eq. 13} from our MoE and upcycled laws ([] when the
-  curves never cross in [lo, hi] tokens; None when a law is missing)."""
+  """{N1: eq. 13's crossings where the MoE from scratch overtakes upcycling,
+  the first being D*} from our MoE and upcycled laws ([] when there is none
+  in [lo, hi] tokens; None when a law is missing)."""
   if any('params' not in laws.get(k, {}) for k in ('moe', 'upcycled')):
     return {float(n): None for n in n1s}
-  return {float(n): dstar.solve(laws['moe']['params'], laws['upcycled']['params'], n, lo, hi)
+  return {float(n): dstar.solve(laws['moe']['params'], laws['upcycled']['params'], n, lo, hi,
+                                falling=True)
           for n in n1s}
 
 
@@ -89,7 +92,7 @@ def dstar_bootstrap(laws, n1s, lo=1e3, hi=1e13, level=0.95):
   if not moe or not up:
     return None
   n1s = [float(n) for n in n1s]
-  per_pair = [[(dstar.solve(m, u, n, lo, hi) or [None])[0] for n in n1s]
+  per_pair = [[(dstar.solve(m, u, n, lo, hi, falling=True) or [None])[0] for n in n1s]
               for m, u in zip(moe, up)]
   by_n1 = {}
   for j, n in enumerate(n1s):
@@ -100,6 +103,29 @@ def dstar_bootstrap(laws, n1s, lo=1e3, hi=1e13, level=0.95):
   both = [d for d in per_pair if d[0] is not None and d[-1] is not None]
   return dict(n=len(per_pair), by_n1=by_n1, n_both=len(both),
               falls=float(np.mean([d[-1] < d[0] for d in both])) if both else None)
+
+
+def dstar_floors(cols, n1s, floors=FLOORS):
+  """{E: dstar_at} with the MoE and upcycled laws refitted with E held at each
+  floor: how far D* leans on the floor (point estimates)."""
+  out = {}
+  for e in floors:
+    laws = {kind: _fit(form, rows(cols, kind), fixed={'E': max(e, 1e-12)}, loo=False)
+            for kind, form in LAWS if kind != 'dense'}
+    out[float(e)] = dstar_at(laws, n1s)
+  return out
+
+
+def diagonal(cols):
+  """[(N1, D, MoE-from-scratch loss at D, upcycled loss at D1 = D2 = D)]:
+  eq. 13's two sides wherever the runs hold both, no law in between."""
+  moe, up = rows(cols, 'moe'), rows(cols, 'upcycled')
+  out = []
+  for n1, d1, d2, loss in zip(up['N1'], up['D1'], up['D2'], up['loss']):
+    scratch = moe['loss'][(moe['N1'] == n1) & (moe['D1'] == d1)]
+    if d1 == d2 and len(scratch):
+      out.append((float(n1), float(d1), float(scratch[0]), float(loss)))
+  return sorted(out)
 
 
 def exponent_at(params, d1):

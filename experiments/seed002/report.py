@@ -21,7 +21,7 @@ import time
 from absl import flags
 import numpy as np
 
-from experiments import plots, report, runner, study_cli, sweep
+from experiments import plots, report, runner, stats, study_cli, sweep
 from experiments.seed002 import ablations, fits, grid
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import collect, forms, table
@@ -102,19 +102,71 @@ def _table2_md(laws):
   return report.markdown(head, body) + ''.join(f'\n\n- not fitted: {n}' for n in notes)
 
 
+def _claims_md(cols, crossings, boot):
+  """Seed 002's claims on D*, each with our interval and a verdict."""
+  by_n1 = (boot or {}).get('by_n1', {})
+  if not by_n1:
+    return 'No bootstrap draws: the laws were not fitted.'
+  crossed = [by_n1[n]['crossed'] for n in crossings]
+  ours = '; '.join(
+      f'N1={n:.0f}: ' + ('no crossing' if not roots else
+                         f'{roots[0]:.3g} [95% {fmt(by_n1[n]["lo"], 3)}, '
+                         f'{fmt(by_n1[n]["hi"], 3)}], {100 * by_n1[n]["crossed"]:.0f}% of draws')
+      for n, roots in crossings.items() if roots is not None)
+  # A share of the draws, read as an interval's verdict: all, none, or some of them.
+  share = lambda lo, hi: 'agrees' if lo >= 0.975 else 'disagrees' if hi <= 0.025 else (
+      'inconclusive')
+  rows = [['a MoE from scratch overtakes upcycling (D1 = D2 = D) at a finite D*', ours,
+           share(min(crossed), max(crossed))]]
+  diagonal = [d for _, d, _, _ in fits.diagonal(cols)]
+  if diagonal and all(by_n1[n]['lo'] is not None for n in crossings):
+    longest = max(diagonal)
+    verdicts = [f'N1={n:.0f}: {stats.verdict((by_n1[n]["lo"], by_n1[n]["hi"]), high=longest)}'
+                for n in crossings]
+    rows.append([f'D* lies inside our runs (D at most {longest:.3g}, the longest D1 = D2)',
+                 'the intervals above', '; '.join(verdicts)])
+  if boot.get('falls') is not None:
+    rows.append([f'D* falls with N1 (eq. 2), smallest against largest of {len(crossings)} sizes',
+                 f'lower at the largest N1 in {100 * boot["falls"]:.0f}% of the '
+                 f'{boot["n_both"]} draws crossing at both', share(boot['falls'], boot['falls'])])
+  return report.markdown(['claim', 'ours', 'verdict'], rows)
+
+
+def _floors_md(laws, crossings, floors):
+  shared = laws.get('E', {}).get('params', {}).get('E')
+  rows = [(f'{shared:.3f} (the shared fit)' if shared is not None else '-', crossings)]
+  rows += [(f'{e:g}', by) for e, by in floors.items()]
+  n1s = list(crossings)
+  body = [[e] + ['-' if by[n] is None else ('none' if not by[n] else f'{by[n][0]:.3g}')
+                 for n in n1s] for e, by in rows]
+  return report.markdown(['E'] + [f'D* at N1={n:.0f}, tokens' for n in n1s], body)
+
+
+def _diagonal_md(cols):
+  body = [[f'{n1:.0f}', f'{d:.0f}', f'{moe:.4f}', f'{up:.4f}', f'{moe - up:+.4f}']
+          for n1, d, moe, up in fits.diagonal(cols)]
+  if not body:
+    return 'No run pairs: the grid holds no upcycled run with D1 = D2 beside a MoE at D.'
+  return report.markdown(['N1', 'D, tokens', 'MoE from scratch at D', 'upcycled, D1 = D2 = D',
+                          'MoE - upcycled (> 0: upcycling ahead)'], body)
+
+
 def _dstar_md(cols, crossings, boot):
-  head = ['N1', 'D* (eq. 13, our laws), tokens', 'crossings', '95% bootstrap interval (share '
-          'of draws that cross)', 'eq. 2 at N1 (seed 002), tokens', 'longest D1 + D2 we ran']
+  head = ['N1', 'D* (eq. 13, our laws), tokens', 'crossings where the MoE overtakes',
+          '95% bootstrap interval (share of draws that cross)',
+          'eq. 2 at N1 (seed 002), tokens', 'longest D1 + D2 we ran', 'longest D1 = D2 we ran']
   body = []
   for n1, roots in crossings.items():
     up = fits.rows(cols, 'upcycled', n1)
     ran = f'{(up["D1"] + up["D2"]).max():.0f}' if len(up['loss']) else '-'
+    diagonal = up['D1'][up['D1'] == up['D2']]
+    ran_diagonal = f'{diagonal.max():.0f}' if len(diagonal) else '-'
     d = '-' if roots is None else ('no crossing' if not roots else f'{roots[0]:.3g}')
     b = (boot or {}).get('by_n1', {}).get(n1)
     interval = ('-' if b is None else
                 f'[{fmt(b["lo"], 3)}, {fmt(b["hi"], 3)}] ({100 * b["crossed"]:.0f}%)')
     body.append([f'{n1:.0f}', d, '-' if not roots else ', '.join(f'{r:.3g}' for r in roots),
-                 interval, f'{float(fits.dstar.eq2(n1)):.3g}', ran])
+                 interval, f'{float(fits.dstar.eq2(n1)):.3g}', ran, ran_diagonal])
   note = ''
   if boot and boot['falls'] is not None:
     note = (f'\n\nD* lower at the largest N1 than at the smallest in {100 * boot["falls"]:.0f}% '
@@ -194,13 +246,18 @@ def grid_report(runs, rows, arg, plot_dir):
   n1s = np.unique(fits.rows(cols, 'upcycled')['N1'])
   crossings = fits.dstar_at(laws, n1s)
   boot = fits.dstar_bootstrap(laws, n1s)
+  floors = fits.dstar_floors(cols, n1s)
   fitted = dict(dataset_forms={str(k): v for k, v in by_size.items()}, joint=laws,
                 dstar={str(k): v for k, v in crossings.items()},
                 dstar_bootstrap=boot and dict(boot, by_n1={str(k): v
-                                                           for k, v in boot['by_n1'].items()}))
+                                                           for k, v in boot['by_n1'].items()}),
+                dstar_floors={str(e): {str(k): v for k, v in by.items()}
+                              for e, by in floors.items()})
   pngs = [_grid_plot(cols, laws, by_size, os.path.join(plot_dir, 'seed002_grid.png')),
           _baseline_plot(cols, laws, os.path.join(plot_dir, 'seed002_baselines.png'))]
   sections = [
+      ('Claims on D* (eq. 13; 95% bootstrap intervals over the fits)',
+       _claims_md(cols, crossings, boot)),
       ('Runs (collected: runs.jsonl)', _grid_runs_md(cols)),
       ('Dataset-size forms per dense size, leave-one-out RMS (seed 002 Table 1)',
        _table1_md(by_size)),
@@ -208,6 +265,8 @@ def grid_report(runs, rows, arg, plot_dir):
        _table2_md(laws)),
       ('D*: where training a MoE from scratch starts to beat upcycling (eq. 13)',
        _dstar_md(cols, crossings, boot)),
+      ('D* with E held at a floor (point estimates)', _floors_md(laws, crossings, floors)),
+      ("Eq. 13's two sides in the runs (D1 = D2 = D; no fit)", _diagonal_md(cols)),
   ]
   return sections, pngs, fitted
 

@@ -203,8 +203,9 @@ def cmd_dstar(args):
   rows, first = [], []
   for n in n1:
     roots = dstar.solve(moe_params, upc_params, n, lo=args.lo, hi=args.hi)
-    first.append(roots[0] if roots else np.nan)
-    rows.append({'N1': n, 'D_star': roots[0] if roots else None, 'crossings': roots,
+    falls = dstar.solve(moe_params, upc_params, n, lo=args.lo, hi=args.hi, falling=True)
+    first.append(falls[0] if falls else np.nan)
+    rows.append({'N1': n, 'D_star': falls[0] if falls else None, 'crossings': roots,
                  'eq2': float(dstar.eq2(n))})
   out = {'moe': moe_params, 'upcycled': upc_params, 'dstar': rows}
   if np.isfinite(first).sum() >= 3:

@@ -43,8 +43,11 @@ def gap(moe_params, upcycled_params, n1, d):
   return moe - upc
 
 
-def solve(moe_params, upcycled_params, n1, lo=1e6, hi=1e14, points=400):
-  """Every D in [lo, hi] where eq. 13 holds, ascending; D* is the first.
+def solve(moe_params, upcycled_params, n1, lo=1e6, hi=1e14, points=400, falling=False):
+  """Every D in [lo, hi] where eq. 13 holds, ascending. With `falling` only
+  those where the gap falls through zero, upcycling ahead below and the MoE
+  from scratch above: D* is the first of those. (Fitted laws can also cross
+  the other way far outside their data: our CPU grid's did near 1e4 tokens.)
 
   Brackets sign changes of the gap on a log grid of `points`, then refines
   each by Brent's method in log D.
@@ -57,6 +60,8 @@ def solve(moe_params, upcycled_params, n1, lo=1e6, hi=1e14, points=400):
   g = gap(moe_params, upcycled_params, n1, np.exp(log_d))
   roots = []
   for i in np.flatnonzero(np.sign(g[:-1]) * np.sign(g[1:]) < 0):
+    if falling and g[i] < 0:
+      continue
     f = lambda x: gap(moe_params, upcycled_params, n1, np.exp(x))[0]
     roots.append(float(np.exp(optimize.brentq(f, log_d[i], log_d[i + 1], xtol=1e-12))))
   return roots

@@ -113,10 +113,15 @@ def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch)
   text = seed002_report.write(study, workdir, 'small')
   sections = _sections(text)
   if study == 'grid':
-    assert len(sections) == 4, list(sections)
+    assert len(sections) == 7, list(sections)
     runs_md = next(s for t, s in sections.items() if t.startswith('Runs'))
     kinds = [row[0] for row in _cells(runs_md)[1:]]
     assert kinds.count('upcycled') == 4 and kinds.count('moe') == 2, kinds
+    # Eq. 13's two sides where the runs hold both: D1 = D2 = 5 and 10 steps.
+    diagonal = _cells(next(s for t, s in sections.items() if t.startswith("Eq. 13's")))[1:]
+    assert [int(row[1]) for row in diagonal] == [5 * 1024, 10 * 1024], diagonal
+    for row in diagonal:
+      assert float(row[4]) == pytest.approx(float(row[2]) - float(row[3]), abs=2e-4)
     assert os.path.exists(os.path.join(workdir, 'fits.json'))
   else:
     assert len(sections) == 2

@@ -22,12 +22,27 @@ def test_below_dstar_upcycling_wins_and_above_scratch_wins():
   assert dstar.gap(MOE, UPC, 1e9, d_star * 2)[0] < 0
 
 
+def test_a_rising_crossing_is_not_dstar():
+  """Laws fitted on the first CPU extension of seed 002's grid (N1 = 32,928;
+  docs/experiments.md) also cross near 1e4 tokens, far below their data, the
+  other way (the MoE from scratch ahead below it): D* is only where the MoE
+  overtakes upcycling."""
+  moe = dict(A=437.7032, B=6.459232, alpha=0.5139511, beta=0.2953629, E=1.141294)
+  upc = dict(A=354055.27, alpha1=0.8523851, alpha2=0.8923546, alpha3=0.05541658,
+             B=1.2725133e64, beta=14.450625, E=1.141294)
+  rising, falling = dstar.solve(moe, upc, 32928, 1e3, 1e13)
+  assert rising == pytest.approx(1.0e4, rel=0.05) and falling == pytest.approx(5.3e6, rel=0.05)
+  assert dstar.solve(moe, upc, 32928, 1e3, 1e13, falling=True) == [falling]
+  assert dstar.gap(moe, upc, 32928, rising / 2)[0] < 0 < dstar.gap(moe, upc, 32928, rising * 2)[0]
+
+
 def test_table2_dstar_against_eq2():
   # What we find: Table 2's D*(1e9) is 3.0B, eq. 2 says 4B. Over N1 in
   # [3e8, 7e10] the two agree within a factor 1.4 and fall with N1 at the same
   # rate; below ~2e8 eq. 13 has no solution with Table 2's parameters.
   n1 = np.geomspace(3e8, 7e10, 12)
   numeric = np.array([dstar.solve(MOE, UPC, n)[0] for n in n1])
+  assert [dstar.solve(MOE, UPC, n, falling=True)[0] for n in n1] == list(numeric)
   ratio = dstar.eq2(n1) / numeric
   assert np.all((ratio > 1 / 1.4) & (ratio < 1.4)), ratio
   assert np.all(np.diff(numeric) < 0)
