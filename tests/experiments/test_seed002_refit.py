@@ -55,14 +55,19 @@ def _plan(arg=''):
 def test_extension_reaches_past_the_grids_dstar():
   points, b = _plan(), extend.budgets()
   assert len(points) == len(b['sizes']) * (len(b['dense']) * (1 + len(b['up'])) + len(b['moe']))
-  # The longest MoE-from-scratch budget and D1 + D2 lie past the grid's D* (1.4e6 tokens).
-  assert max(b['moe']) * 1024 > 2 * 1.4e6 and (max(b['dense']) + max(b['up'])) * 1024 > 1.4e6
+  # Eq. 13's diagonal D1 = D2 reaches past the first extension's fitted D* (5.3e6 tokens).
+  assert min(max(b['dense']), max(b['up']), max(b['moe'])) * 1024 > 5.3e6
   big = common.SIZES[-1]
-  up = points[f'up{big}_D1=400_D2=1600']
-  assert up['upcycle.src'] == hyper.run(f'dense{big}_D1=400', step=400)
-  short = points[f'dense{big}_D1=400']   # a decay branch of the 1,600-step run
-  assert short['resume_from'] == hyper.run(f'dense{big}_D1=1600', step=400 - 80)
+  up = points[f'up{big}_D1=1600_D2=6400']
+  assert up['upcycle.src'] == hyper.run(f'dense{big}_D1=1600', step=1600)
+  short = points[f'dense{big}_D1=1600']   # a decay branch of the 6,400-step run
+  assert short['resume_from'] == hyper.run(f'dense{big}_D1=6400', step=1600 - 320)
   assert set(_plan('small')) == {n for n in _plan_grid_small()}
+  # :diagonal: one run per kind and size at D1 = D2 = D = 12,800 steps, no branches.
+  diagonal = _plan('diagonal')
+  assert set(diagonal) == {name for d in b['sizes'] for name in (
+      f'dense{d}_D1=12800', f'up{d}_D1=12800_D2=12800', f'moe{d}_D=12800')}
+  assert not any('resume_from' in o for o in diagonal.values())
 
 
 def _plan_grid_small():
