@@ -26,6 +26,10 @@ Runs (each SFT run `steps` updates on `mix`, data.source=sft, one per seed):
                   imported like `base`); with `base` empty, the tiny Llama
                   with twice its d_ff (what 2 active copies of the MLP hold)
                   trained 1 step on Shakespeare. No row without `larger`.
+                  `larger=wide`: the base with its MLPs widened to 2 x d_ff
+                  (widen_mlp, Net2WiderNet: MoE 4-2's active size, the
+                  same function as the base, so only its SFT row is run),
+                  where the next size of the family is not at hand
   larger_sft_sS   Larger Dense+SFT (control-L): `larger` fine-tuned, the same
                   SFT budget
 
@@ -64,6 +68,7 @@ from moe_jax.upcycle import layout
 
 DENSE_TO_MOE = 'configs/upcycle/dense_to_moe.py'
 GROW_DEPTH = 'configs/upcycle/grow_depth.py'
+WIDEN_MLP = 'configs/upcycle/widen_mlp.py:factor=2'
 MC_TASKS = 'arc_easy,arc_challenge,hellaswag,mmlu'
 GRIDS = {   # (MoE shapes, DUS percents + MoE 4-2, DUS percents alone)
     'full': ([(4, 2), (8, 2), (8, 3), (8, 4)], [20, 40, 50], [20, 40, 50]),
@@ -177,7 +182,10 @@ def get_hyper(h, arg=None):
           'upcycle.config': f'{GROW_DEPTH}:method=dus,percent={p} + {moe(4, 2, seed)}',
           'config.moe.num_experts': 4, 'config.moe.top_k': 2, 'config.model.num_layers': deep,
           'config.moe.renormalize': arg.renormalize}))
-    if larger and arg.base:   # the imported larger model: its own shapes, from its config.json
+    if larger == 'wide':
+      runs.append(('larger_sft', {'upcycle.config': WIDEN_MLP,
+                                  'config.model.d_ff': 2 * _base_config(arg).model.d_ff}))
+    elif larger and arg.base:   # the imported larger model: its own shapes, from its config.json
       runs.append(('larger_sft', {'config.init_from': larger, **_larger_keys(arg)}))
     elif larger:
       runs.append(('larger_sft', {'config.init_from': larger, **wide}))
@@ -187,7 +195,7 @@ def get_hyper(h, arg=None):
       points.append(h.product([h.fixed('name', f'{name}_s{seed}'), h.fixed('config.seed', seed),
                                evaluate, *[h.fixed(k, v) for k, v in keys.items()]]))
   if arg.base:   # last: the SFT runs are the long ones, so they start first
-    for name, ckpt in (('base', arg.base), ('larger', arg.larger)):
+    for name, ckpt in (('base', arg.base), ('larger', arg.larger if larger != 'wide' else '')):
       if ckpt:
         points.append(h.product([h.fixed('name', name), h.fixed('eval.ckpt', ckpt), evaluate]))
   return h.chainit(points)
