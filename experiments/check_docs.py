@@ -29,6 +29,7 @@ from absl import flags
 from experiments import quickstart, report
 from experiments.merge import report as merge_report
 from experiments.moesturizer import letter_probe
+from experiments.moesturizer import table as moesturizer_table
 from experiments.seed000 import report as seed000_report
 from experiments.seed001 import report as seed001_report
 from experiments.seed002 import refit as seed002_refit
@@ -66,6 +67,7 @@ RENDERERS = {
     'experiments.seed003.report': _markdown(seed003_report.from_results),
     'experiments.merge.report': _markdown(merge_report.from_results),
     'experiments.moesturizer.letter_probe': _markdown(letter_probe.from_results),
+    'experiments.moesturizer.table': _markdown(moesturizer_table.table),
 }
 
 

@@ -68,6 +68,14 @@ def test_the_grids(monkeypatch):
   larger_sft = with_larger[3]   # trained from /l with its own shapes (the base's config else)
   assert larger_sft['config.init_from'] == '/l' and larger_sft['config.model.d_ff'] == tiny.model.d_ff
   assert with_larger[-1]['eval.ckpt'] == '/l'
+  # larger=wide: the base widened to MoE 4-2's active size, only its SFT row
+  # (as it is, it computes the base's function); long=False: MC tasks only.
+  wide = moesturizer.get_hyper(hyper, 'base=/b,larger=wide,grid=reduced,seeds=1,long=False')
+  assert [p['name'] for p in wide] == ['sft_s0', 'dus40_s0', 'moe4-2_s0', 'larger_sft_s0', 'base']
+  assert wide[3]['upcycle.config'].endswith('widen_mlp.py:factor=2')
+  assert (wide[3]['upcycle.src'], wide[3]['config.model.d_ff']) == ('/b', 2 * tiny.model.d_ff)
+  assert [a.split(' --mode=')[0] for a in wide[-1]['eval.args'].split(' ; ')] == [
+      '--tasks=arc_easy,arc_challenge,hellaswag,mmlu'] * 2
   small = moesturizer.get_hyper(hyper, 'small,seeds=2,data_dir=/d')
   assert [p['name'] for p in small][-1] == 'larger_sft_s1'
   assert all('--data_dir=/d' in a for a in small[0]['eval.args'].split(' ; '))
