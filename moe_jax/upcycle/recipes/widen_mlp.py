@@ -60,9 +60,9 @@ def widen_mlp(src, dst, args):
   if src.moe.num_experts or dst.moe.num_experts:
     raise ConfigError(f'widen_mlp widens a dense model; source and target have '
                       f'moe.num_experts={src.moe.num_experts}, {dst.moe.num_experts}')
-  factor = a['factor']
-  if not isinstance(factor, int) or factor < 2:
-    raise ConfigError(f'upcycle.args.factor={factor!r} must be an integer >= 2')
+  if int(a['factor']) != a['factor'] or a['factor'] < 2:
+    raise ConfigError(f"upcycle.args.factor={a['factor']!r} must be an integer >= 2")
+  factor = int(a['factor'])
   if dst.model.d_ff != factor * src.model.d_ff:
     raise ConfigError(f'widen_mlp by {factor} of d_ff={src.model.d_ff} gives '
                       f'{factor * src.model.d_ff}; the target has model.d_ff={dst.model.d_ff}')
