@@ -11,7 +11,7 @@ A multiple-choice question is the user turn
   ...
   Answer with the letter of the correct choice.
 
-and its answer is `{letter}. {choice}`. A math question (GSM8K, MATH) is the
+and its answer is `{letter}. {choice}` (or ANSWER_FORMS' others). A math question (GSM8K, MATH) is the
 problem with "Give the final answer after 'The answer is'." for GSM8K, or
 "Put the final answer in \\boxed{}." for MATH.
 """
@@ -43,8 +43,26 @@ def multiple_choice(stem_text, choices):
   return f'{stem_text}\n{options}\n{MC_INSTRUCTION}'
 
 
-def multiple_choice_answer(choices, gold):
-  return f'{LETTERS[gold]}. {choices[gold].strip()}'
+ANSWER_FORMS = ('letter_choice', 'letter', 'choice_letter')
+
+
+def multiple_choice_answer(choices, gold, form='letter_choice'):
+  """The assistant turn of a multiple-choice question, in one of three forms:
+
+  letter_choice  `B. {choice}`: the letter decides, first (the default)
+  letter         `B`: the letter is the whole response, so the response-token
+                 loss is the letter's, not a thirtieth of a response whose
+                 other tokens are copied from the prompt
+  choice_letter  `{choice}\nThe answer is B.`: the choice's text first, then
+                 its letter; the decision is made while writing the text
+                 (what loglik scoring measures), and the letter is looked up
+                 in the prompt beside the text just written
+  """
+  if form not in ANSWER_FORMS:
+    raise ValueError(f'answer form {form!r} is not one of {", ".join(ANSWER_FORMS)}')
+  letter, choice = LETTERS[gold], choices[gold].strip()
+  return {'letter_choice': f'{letter}. {choice}', 'letter': letter,
+          'choice_letter': f'{choice}\nThe answer is {letter}.'}[form]
 
 
 def number_problem(question):

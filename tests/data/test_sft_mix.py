@@ -12,7 +12,7 @@ import pytest
 
 from moe_jax.data import sft, sft_mix
 from moe_jax.errors import ConfigError
-from moe_jax.eval import tasks
+from moe_jax.eval import answers, tasks
 from tests.eval import olmo_fixture
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,6 +53,26 @@ def test_balanced_letters_move_the_right_choice_and_nothing_else(tmp_path):
     assert question == q2 and strip(options) == strip(options2)   # same choices, moved
     gold = b['messages'][1]['content']
     assert gold in options2 and gold[3:] == a['messages'][1]['content'][3:]
+
+
+def test_the_letter_alone_answers_the_same_draws(tmp_path):
+  root = olmo_fixture.write_train(str(tmp_path))
+  full, _ = sft_mix.build(root, list(sft_mix.SEED_SOURCES), budget=100, seed=1)
+  alone, summary = sft_mix.build(root, list(sft_mix.SEED_SOURCES), budget=100, seed=1,
+                                 answer='letter')
+  assert summary['answer'] == 'letter'
+  for a, b in zip(full, alone):
+    assert a['id'] == b['id'] and a['messages'][0] == b['messages'][0]
+    assert b['messages'][1]['content'] == a['messages'][1]['content'][0]   # 'B', not 'B. ...'
+  after, summary = sft_mix.build(root, ['arc_easy'], 10, seed=1, answer='choice_letter')
+  assert summary['gold_letters'] == dict(A=5, B=5)
+  for r in after:
+    choice, said = r['messages'][1]['content'].split('\n')
+    letter = said[len('The answer is '):-1]
+    assert f'\n{letter}. {choice}\n' in r['messages'][0]['content']   # its own letter
+    assert answers.letter(r['messages'][1]['content'], ['x'] * 4) == letter
+  with pytest.raises(ConfigError, match='--answer=word is not one of letter_choice, letter'):
+    sft_mix.build(root, ['arc_easy'], 10, seed=0, answer='word')
 
 
 def test_an_evaluation_split_is_refused(tmp_path):

@@ -13,7 +13,8 @@ CHOICES = ('Mars', 'the Moon', 'the Sun')
 @pytest.mark.parametrize('response, want', [
     ('B', 'B'), ('B. the Moon', 'B'), ('(C) the Sun', 'C'), ('c', None), ('A)', 'A'),
     ('I think the answer is C.', 'C'), ('Answer: (b)', 'B'), ('the moon.', 'B'),
-    ('Because it orbits.', None), ('D', None), ('', None)])
+    ('Because it orbits.', None), ('D', None), ('', None),
+    ('A moon.\nThe answer is B.', 'B'), ('C. Mars, no: the answer is A', 'A')])
 def test_letter(response, want):
   assert answers.letter(response, CHOICES) == want
 
