@@ -9,7 +9,10 @@ its 95 % interval; several: the mean and the seeds' spread (min-max), with n
 questions per seed. Both modes add the share of the multiple-choice answers
 each letter got (pooled over tasks and seeds; loglik: the letter of the
 choice it picks) and, below the table, the gold letters' shares: a model
-that answers one letter to everything scores that letter's gold share. The
+that answers one letter to everything scores that letter's gold share.
+Generate mode adds, of the responses whose first line is a choice's text
+(sft_mix's choice_letter form), how many wrote the right choice and how
+many named that choice's letter (harness.letter_counts' `choice_text`). The
 router column is read from each MoE run's last logged training step
 (RUN/metrics.jsonl): the routing entropy against ln E (uniform routing), the
 load's coefficient of variation and the largest expert's load share, each
@@ -101,6 +104,17 @@ def _letters(rs, key='letters'):
   return ' / '.join(f'{k} {100 * v / total:.0f}' for k, v in sorted(counts.items())) if total else ''
 
 
+def _texts(rs):
+  """'right / written (letter agrees)' of the responses whose first line is a
+  choice's text, pooled over `rs` ('-': not recorded)."""
+  counts = collections.Counter()
+  for r in rs:
+    counts.update(r.get('choice_text') or {})
+  if not counts:
+    return '-'
+  return f'{counts["right"]} / {counts["written"]} ({counts["letter_agrees"]})'
+
+
 def table(sweep_dir):
   lines = []
   routers = router_stats(sweep_dir)
@@ -109,13 +123,17 @@ def table(sweep_dir):
     n = {t: max(r['n'] for m in models.values() for r in m.get(t, [])) for t in names}
     lines += [f'### {mode} ({"pass@1" if mode == "generate" else "acc_norm"}, %)', '',
               '| model | ' + ' | '.join(f'{t} (n={n[t]})' for t in names) +
-              ' | answer letters, % of MC answers | router (last training step) |',
-              '|---' * (len(names) + 3) + '|']
+              ' | answer letters, % of MC answers |' +
+              (' choice text right / written (letter agrees) |' if mode == 'generate' else '') +
+              ' router (last training step) |',
+              '|---' * (len(names) + 3 + (mode == 'generate')) + '|']
     for model, tasks in models.items():
       pooled = [r for rs in tasks.values() for r in rs]
       lines.append(f'| {model} | ' + ' | '.join(_cell(tasks[t]) if t in tasks else '-'
                                                for t in names) +
-                   f' | {_letters(pooled) or "not recorded"} | {_router(routers.get(model))} |')
+                   f' | {_letters(pooled) or "not recorded"} |' +
+                   (f' {_texts(pooled)} |' if mode == 'generate' else '') +
+                   f' {_router(routers.get(model))} |')
     first = {}   # every model answers the same questions: one result per task
     for m in models.values():
       for t, rs in m.items():

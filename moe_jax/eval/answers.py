@@ -33,10 +33,20 @@ def letter(response, choices):
   match = re.match(rf'\(?([{letters}])(?:[\s.):,]|$)', text)
   if match:
     return match.group(1)
-  bare = text.rstrip('.').strip().lower()
+  i = written_choice(text, choices)
+  return None if i is None else letters[i]
+
+
+def written_choice(response, choices):
+  """The index of the choice whose text is the response's first line (case
+  and a final period aside), or None. A response in sft_mix's choice_letter
+  form writes its choice before naming a letter: this reads the choice it
+  wrote, which can differ from the letter it names."""
+  lines = response.strip().split('\n')
+  bare = lines[0].rstrip('.').strip().lower()
   for i, choice in enumerate(choices):
     if bare == choice.strip().rstrip('.').lower():
-      return letters[i]
+      return i
   return None
 
 

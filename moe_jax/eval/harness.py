@@ -21,7 +21,11 @@ Two modes:
   for a letter, 256 for GSM8K, 512 for MATH), the answer read back by
   moe_jax/eval/answers.py; `accuracy` is pass@1. On multiple-choice tasks
   the result also counts the letters read back (`letters`, '-' where none
-  was) and the gold letters (`gold_letters`).
+  was), the gold letters (`gold_letters`) and, of the responses whose first
+  line is a choice's text (`choice_text`: `written`), those where that text
+  is the right one (`right`) and where the letter read back is that choice's
+  (`letter_agrees`): a model can write the right choice and name a wrong
+  letter.
 
 `limit` scores a fixed subset: `limit` questions drawn without replacement
 with `seed`, the same for every checkpoint, so two models are compared on
@@ -206,8 +210,15 @@ def letter_counts(questions, responses):
   if not mc:
     return {}
   count = lambda xs: dict(sorted(collections.Counter(xs).items()))
-  return dict(letters=count(answers.letter(r, q.choices) or '-' for q, r in mc),
-              gold_letters=count(q.answer for q, _ in mc))
+  said = [answers.letter(r, q.choices) for q, r in mc]
+  wrote = [answers.written_choice(r, q.choices) for q, r in mc]
+  texts = [(q, w, s) for (q, _), w, s in zip(mc, wrote, said) if w is not None]
+  return dict(letters=count(s or '-' for s in said),
+              gold_letters=count(q.answer for q, _ in mc),
+              choice_text=dict(   # the choice whose text a response's first line is
+                  written=len(texts),
+                  right=sum(prompts.LETTERS[w] == q.answer for q, w, _ in texts),
+                  letter_agrees=sum(prompts.LETTERS[w] == s for _, w, s in texts)))
 
 
 def evaluate_checkpoint(ckpt, config, names, mode, limit=None, seed=0, data_dir=None,

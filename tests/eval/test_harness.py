@@ -122,5 +122,12 @@ def test_letter_counts_tell_a_constant_answer_from_knowledge():
         tasks.Question(id='n', context='', choices=(), gold=-1, prompt='', answer='4',
                        kind=tasks.NUMBER)]
   got = harness.letter_counts(qs, ['B.', 'B) x', 'The answer is B', 'no idea', '4'])
-  assert got == dict(letters={'-': 1, 'B': 3}, gold_letters={'A': 1, 'B': 2, 'D': 1})
+  assert got == dict(letters={'-': 1, 'B': 3}, gold_letters={'A': 1, 'B': 2, 'D': 1},
+                     choice_text=dict(written=0, right=0, letter_agrees=0))
   assert harness.letter_counts(qs[4:], ['4']) == {}
+  # choice_letter answers: the right text with a wrong letter, the right text
+  # with its own letter, a wrong text, and no choice's text.
+  got = harness.letter_counts(qs[:4], ['x\nThe answer is C.', 'w\nThe answer is A.',
+                                       'z.\nThe answer is B.', 'maybe y\nThe answer is C.'])
+  assert got['letters'] == {'A': 1, 'B': 1, 'C': 2}
+  assert got['choice_text'] == dict(written=3, right=2, letter_agrees=1)

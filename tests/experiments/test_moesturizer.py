@@ -102,21 +102,23 @@ def test_table_pools_seeds(tmp_path):
     (tmp_path / run / 'benchmarks.0.jsonl').write_text(json.dumps(dict(
         task='arc_easy', mode='generate', n=4, accuracy=acc, ci95=[0.1, 0.9])) + '\n')
   text = table.table(str(tmp_path))
-  assert '| base | 50.0 [10, 90] | not recorded | - |' in text
-  assert '| sft | 50.0 (25.0-75.0, 2 seeds) | not recorded | - |' in text
+  assert '| base | 50.0 [10, 90] | not recorded | - | - |' in text
+  assert '| sft | 50.0 (25.0-75.0, 2 seeds) | not recorded | - | - |' in text
 
 
 def test_table_shows_the_answer_letters_in_both_modes(tmp_path):
   for run, letters in (('base', {'A': 1, 'B': 1, 'C': 2}), ('sft_s0', {'B': 4})):
     os.makedirs(tmp_path / run)
+    texts = dict(choice_text=dict(written=3, right=2, letter_agrees=1)) if run == 'sft_s0' else {}
     (tmp_path / run / 'benchmarks.0.jsonl').write_text(''.join(json.dumps(dict(
         task='arc_easy', mode=mode, n=4, accuracy=0.25, ci95=[0.1, 0.9], letters=letters,
-        gold_letters={'A': 2, 'B': 1, 'D': 1})) + '\n' for mode in ('generate', 'loglik')))
+        gold_letters={'A': 2, 'B': 1, 'D': 1}, **texts)) + '\n'
+        for mode in ('generate', 'loglik')))
   text = table.table(str(tmp_path))
-  for mode in ('generate', 'loglik'):
+  for mode, base_text, sft_text in (('generate', ' - |', ' 2 / 3 (1) |'), ('loglik', '', '')):
     section = text.split(f'### {mode}')[1].split('###')[0]
-    assert '| base | 25.0 [10, 90] | A 25 / B 25 / C 50 | - |' in section
-    assert '| sft | 25.0 [10, 90] | B 100 | - |' in section
+    assert f'| base | 25.0 [10, 90] | A 25 / B 25 / C 50 |{base_text} - |' in section
+    assert f'| sft | 25.0 [10, 90] | B 100 |{sft_text} - |' in section
     assert 'gold letters of the questions (% of MC questions): A 50 / B 25 / D 25' in section
 
 
