@@ -145,7 +145,8 @@ def stop_ids(tokenizer, render):
 
 
 def generate_responses(loaded, questions, max_new_tokens=0, batch=_GENERATE_BATCH):
-  """Greedy responses (text) to each question's prompt, in question order."""
+  """Greedy responses (text) to each question's prompt, in question order:
+  at most `max_new_tokens` new tokens each (0: MAX_NEW_TOKENS of its kind)."""
   tok, render = loaded.tokenizer, renderer(loaded)
   stops = stop_ids(tok, render)
   head = [] if tok.bos_id is None else [tok.bos_id]
@@ -156,8 +157,7 @@ def generate_responses(loaded, questions, max_new_tokens=0, batch=_GENERATE_BATC
   for s in range(0, len(order), batch):
     group = order[s:s + batch]
     kinds = {questions[i].kind for i in group}
-    steps = max(MAX_NEW_TOKENS[k] for k in kinds)
-    steps = min(steps, max_new_tokens) if max_new_tokens else steps
+    steps = max_new_tokens or max(MAX_NEW_TOKENS[k] for k in kinds)
     length = loglik.bucket(max(len(prompt_ids[i]) for i in group))
     padded = group + [group[0]] * (batch - len(group))
     new = generation.generate(loaded.model, loaded.params, [prompt_ids[i] for i in padded], steps,

@@ -98,6 +98,19 @@ def test_bad_requests_stop_before_the_checkpoint_loads(tmp_path, names, mode, li
   assert not out.exists()
 
 
+def test_max_new_tokens_replaces_the_per_task_cap(ckpt, data, monkeypatch):
+  """--max_new_tokens=96 lets a multiple-choice answer run past 32 tokens
+  (a choice's text, then its letter), as it lets a GSM8K one stop at 6."""
+  loaded = restore.load(ckpt)
+  questions = harness.questions_of(['arc_easy'], data_dir=data)['arc_easy'][:1]
+  steps = []
+  record = lambda model, params, prompts, n, **kw: steps.append(n) or [[]] * len(prompts)
+  monkeypatch.setattr(generation, 'generate', record)
+  for cap in (0, 6, 96):
+    harness.generate_responses(loaded, questions, max_new_tokens=cap, batch=1)
+  assert steps == [harness.MAX_NEW_TOKENS[tasks.MC], 6, 96]
+
+
 def test_generate_batches_as_one_prompt_at_a_time(ckpt, data):
   """Batched, bucket-padded greedy decoding gives each question the response
   it gets alone; answers are read from those responses."""
