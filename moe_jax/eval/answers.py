@@ -1,8 +1,8 @@
 """Reading the answer out of a generated response (generate mode, pass@1).
 
 * multiple choice: the letter after the last "the answer is" / "Answer:",
-  else a leading letter ("B", "B.", "(B)", "B) ..."), else a response that is
-  exactly one choice's text; otherwise no answer (wrong).
+  else a leading letter ("B", "B.", "(B)", "B) ..."), else a response whose
+  first line is exactly one choice's text; otherwise no answer (wrong).
 * GSM8K: the number after the last "The answer is", else the last number in
   the response; compared as numbers with the gold (commas and $ dropped).
 * MATH-500: the last \\boxed{...}, else what follows the last "answer is";
