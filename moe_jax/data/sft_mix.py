@@ -77,12 +77,12 @@ def evaluation_questions(data_dir, source):
   return out
 
 
-def _messages(question, choices, gold, answer='letter_choice'):
+def _messages(question, choices, gold, answer):
   return [dict(role='user', content=prompts.multiple_choice(question, choices)),
           dict(role='assistant', content=prompts.multiple_choice_answer(choices, gold, answer))]
 
 
-def with_gold_at(record, slot, answer='letter_choice'):
+def with_gold_at(record, slot, answer):
   """`record` (a pool's) as a chat record, its right choice moved to `slot`,
   the other choices in their order around it."""
   question, choices, gold = record['mc']
