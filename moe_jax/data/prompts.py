@@ -12,8 +12,8 @@ A multiple-choice question is the user turn
   Answer with the letter of the correct choice.
 
 and its answer is `{letter}. {choice}` (or another of ANSWER_FORMS). A math
-question (GSM8K, MATH) is the problem with "Give the final answer after 'The answer is'." for GSM8K, or
-"Put the final answer in \\boxed{}." for MATH.
+question (GSM8K, MATH) is the problem with "Give the final answer after 'The
+answer is'." for GSM8K, or "Put the final answer in \\boxed{}." for MATH.
 """
 import re
 
