@@ -21,7 +21,11 @@ seed 004's G(x) = TopK(softmax(Wx)): the copies' output is then scaled by
 the picked mass (not function-preserving: the report shows the loss jump),
 and the router learns from the first step, where with renormalised gates and
 identical copies the LM loss gives it no gradient at all
-(tests/models/test_router.py).
+(tests/models/test_router.py). `rescale=gate_mass` multiplies each copy's
+`wo` by experts / top_k, the inverse of a uniform router's picked mass, and
+`router_std` (0: the default 2 / (5 d_model) variance) draws the router
+narrow enough to be near uniform: with both, unnormalised gates start close
+to the dense function and still teach the router (the recipe's docstring).
 """
 import ml_collections
 
@@ -33,13 +37,15 @@ def get_config(arg=None):
   d = recipes.defaults('dense_to_moe')
   arg = common.parse_arg(arg, experts=8, top_k=2, every=1, d_ff=0, init=d['expert_init'],
                          noise=d['noise'], drop_ratio=d['drop_ratio'],
-                         router_init=d['router_init'], seed=0, bias=True, renormalize=True)
+                         router_init=d['router_init'], seed=0, bias=True, renormalize=True,
+                         rescale=d['rescale'], router_std=0.0)
   up = common.upcycle()
   up.recipe, up.seed = 'dense_to_moe', arg.seed
   up.target = ml_collections.ConfigDict({'moe': dict(
       num_experts=arg.experts, top_k=arg.top_k, every=arg.every, d_ff=arg.d_ff,
-      renormalize=arg.renormalize, use_bias=arg.bias)})
+      renormalize=arg.renormalize, use_bias=arg.bias,
+      router_init_std=arg.router_std)})
   up.args = ml_collections.ConfigDict(dict(
       expert_init=arg.init, noise=arg.noise, drop_ratio=arg.drop_ratio,
-      router_init=arg.router_init))
+      router_init=arg.router_init, rescale=arg.rescale))
   return up

@@ -86,7 +86,7 @@ def _arg(arg):
                          grid='small' if small else 'full', data_dir='', evals='',
                          max_new_tokens=8 if small else 0, lr=1e-4, batch_size=0,
                          long_limit=0, long=True, loglik_limit=0, larger='', renormalize=False,
-                         seq_len=0)
+                         rescale='none', router_std=0.0, seq_len=0)
   if arg.grid not in GRIDS:
     raise ValueError(f'grid={arg.grid!r} is not one of {", ".join(GRIDS)}')
   return arg
@@ -158,8 +158,9 @@ def get_hyper(h, arg=None):
   arg = _arg(arg)
   experts, dus_moe, dus = GRIDS[arg.grid]
   evaluate = h.fixed('eval.args', evals(arg))
+  scale = f',rescale={arg.rescale},router_std={arg.router_std}' if arg.rescale != 'none' else ''
   moe = lambda e, k, seed: (f'{DENSE_TO_MOE}:experts={e},top_k={k},seed={seed},bias=False,'
-                            f'renormalize={arg.renormalize}')
+                            f'renormalize={arg.renormalize}{scale}')
   if arg.base:
     base, larger, points = arg.base, arg.larger, []
   else:

@@ -101,6 +101,12 @@ def tile_experts(num_experts, init='copy', noise=0.0, drop=0.0, drop_init='norma
   return Op(f'tile_experts({num_experts}, {init})', fn, moment)
 
 
+def scaled(op, factor):
+  """`op`'s parameter times `factor`; its moments as they are (the caller says why)."""
+  return Op(f'{op.name} x {factor:g}', lambda s, t, c: factor * op.init(s, t, c), op.moment,
+            op.fresh)
+
+
 def _slots(slots, path, num_src):
   s = slots[paths.layer(path)]
   if num_src != len(s.counts):

@@ -44,6 +44,10 @@ def test_the_grids(monkeypatch):
   # Seed 004's router, eq. 3: unnormalised top-k gates, in the upcycle and in training.
   assert points['moe4-2_s0']['config.moe.renormalize'] is False
   assert points['moe4-2_s0']['upcycle.config'].endswith('bias=False,renormalize=False')
+  scaled = {p['name']: p for p in moesturizer.get_hyper(hyper, 'small,rescale=gate_mass,'
+                                                                'router_std=0.001')}
+  assert scaled['moe4-2_s0']['upcycle.config'].endswith(
+      'renormalize=False,rescale=gate_mass,router_std=0.001')
   assert points['dus40_s0']['upcycle.config'].endswith('grow_depth.py:method=dus,percent=40')
   assert 'config.moe.num_experts' not in points['dus40_s0']
   # The tiny Larger Dense holds 2 copies' worth of MLP: MoE 4-2's active size.

@@ -1,6 +1,7 @@
 """Function preservation with the real model (DESIGN "MoE semantics to get right").
 
-Exact: dense -> MoE with copied experts when the gates sum to 1; E -> mE with
+Exact: dense -> MoE with copied experts when the gates sum to 1, or, near
+enough, when they do not and each copy's `wo` is rescaled by E / k; E -> mE with
 k -> mk and copied router columns (grow_width, alpha=0) under softmax scores
 and under renormalised sigmoid scores, with nonzero selection biases. Not
 exact: grow_width with sigmoid scores and no renormalisation (copies keep full
@@ -71,6 +72,24 @@ def _scaled(c):
 def test_dense_to_moe_exact_copies(every):
   dst = _moe(num_experts=4, top_k=2, every=every, renormalize=True)
   assert _gap(_scaled(toy.config(layers=2, d_ff=16)), dst, 'dense_to_moe', {}) < 1e-5
+
+
+@pytest.mark.parametrize('rescale,exact', [('gate_mass', True), ('none', False)])
+def test_dense_to_moe_gate_mass_rescale(rescale, exact):
+  # Seed 004's unnormalised gates: a router drawn near uniform picks k / E of
+  # the mass, so plain copies give half the MLP at 4-2; `wo` times E / k gives
+  # it back, to within the router's spread (std 1e-6 here).
+  dst = _moe(num_experts=4, top_k=2, every=2, renormalize=False, use_bias=False,
+             router_init_std=1e-6)
+  gap = _gap(_scaled(toy.config(layers=2, d_ff=16)), dst, 'dense_to_moe', dict(rescale=rescale))
+  print(f'dense_to_moe 4-2 unnormalised, rescale={rescale}: max |dlogits| = {gap:.3g}')
+  assert gap < 1e-4 if exact else gap > 1e-2
+
+
+def test_dense_to_moe_rescale_is_checked():
+  with pytest.raises(ConfigError, match=r"upcycle.args.rescale='half' is not one of"):
+    recipes.build('dense_to_moe', toy.config(layers=2, d_ff=16), _moe(num_experts=4, top_k=2),
+                  dict(rescale='half'))
 
 
 @pytest.mark.parametrize('score,order,renormalize', [

@@ -4,11 +4,22 @@ router starts fresh.
 Args (defaults in brackets): expert_init [copy] | noise | subset | permute |
 drop | random (ops.tile_experts), noise [0.01], drop_ratio [0.5], drop_init [normal]
 (source statistics), router_init [normal]: N(0, moe.router_init_std^2 or
-2/(5 D)) | zero. The target (`upcycle.target.moe`) names the experts; its
+2/(5 D)) | zero, rescale [none] | gate_mass: every copy's `wo` times E / k.
+The target (`upcycle.target.moe`) names the experts; its
 layer pattern decides which layers become MoE, the others keep their dense
 MLP. Exact (function-preserving) with expert_init=copy when the target's gates
 sum to 1: moe.renormalize=True or order=topk_then_softmax, and no shared
 experts.
+
+Without renormalisation (seed 004's G(x) = TopK(softmax(Wx))) the picked
+gates of a near-uniform router sum to k / E, so the copies' output starts at
+k / E of the MLP's (half of it at 4-2) and the upcycle costs most of what the
+dense model knew. `rescale=gate_mass` multiplies each copy's `wo` by E / k:
+with a small `moe.router_init_std` the MoE then starts within a router's
+width of the dense function while its gates still carry the LM loss's
+gradient to the router (renormalised copies give it none). Optimizer moments
+are not rescaled: the gradient a copy's `wo` sees is already its gate's
+share of the dense one.
 """
 import math
 
@@ -19,7 +30,7 @@ from moe_jax.upcycle.rules import Rule
 
 
 @recipes.register('dense_to_moe', dict(expert_init='copy', noise=0.01, drop_ratio=0.5,
-                                       drop_init='normal', router_init='normal'))
+                                       drop_init='normal', router_init='normal', rescale='none'))
 def dense_to_moe(src, dst, args):
   a = recipes.resolve('dense_to_moe', args)
   if src.moe.num_experts:
@@ -32,12 +43,17 @@ def dense_to_moe(src, dst, args):
   if a['router_init'] not in ('normal', 'zero'):
     raise ConfigError(f"upcycle.args.router_init={a['router_init']!r} is not one of "
                       "('normal', 'zero')")
+  if a['rescale'] not in ('none', 'gate_mass'):
+    raise ConfigError(f"upcycle.args.rescale={a['rescale']!r} is not one of "
+                      "('none', 'gate_mass')")
   std = dst.moe.router_init_std or math.sqrt(2.0 / (5 * dst.model.d_model))
   num = dst.moe.num_experts
   tile = ops.tile_experts(num, a['expert_init'], a['noise'], a['drop_ratio'], a['drop_init'],
                           dst.moe.top_k)
+  wo = ops.scaled(tile, num / dst.moe.top_k) if a['rescale'] == 'gate_mass' else tile
   rules = (
-      Rule(r'layers_(\d+)/moe/experts/(wi_0|wi_1|wo)', (r'layers_\1/mlp/\2',), tile),
+      Rule(r'layers_(\d+)/moe/experts/wo', (r'layers_\1/mlp/wo',), wo),
+      Rule(r'layers_(\d+)/moe/experts/(wi_0|wi_1)', (r'layers_\1/mlp/\2',), tile),
       Rule(r'layers_\d+/moe/router/w', (),
            ops.normal(std) if a['router_init'] == 'normal' else ops.zeros()),
       Rule(r'layers_\d+/moe/router/bias', (), ops.zeros()),
