@@ -90,6 +90,9 @@ def test_dense_to_moe_rescale_is_checked():
   with pytest.raises(ConfigError, match=r"upcycle.args.rescale='half' is not one of"):
     recipes.build('dense_to_moe', toy.config(layers=2, d_ff=16), _moe(num_experts=4, top_k=2),
                   dict(rescale='half'))
+  with pytest.raises(ConfigError, match=r'rescale=gate_mass is for unnormalised gates'):
+    recipes.build('dense_to_moe', toy.config(layers=2, d_ff=16),
+                  _moe(num_experts=4, top_k=2, renormalize=True), dict(rescale='gate_mass'))
 
 
 @pytest.mark.parametrize('score,order,renormalize', [
