@@ -46,9 +46,10 @@ def dense_to_moe(src, dst, args):
   if a['rescale'] not in ('none', 'gate_mass'):
     raise ConfigError(f"upcycle.args.rescale={a['rescale']!r} is not one of "
                       "('none', 'gate_mass')")
-  if a['rescale'] == 'gate_mass' and dst.moe.renormalize:
+  if a['rescale'] == 'gate_mass' and (dst.moe.renormalize or dst.moe.order == 'topk_then_softmax'):
     raise ConfigError('upcycle.args.rescale=gate_mass is for unnormalised gates; the target has '
-                      'moe.renormalize=True, whose gates already sum to 1')
+                      f'moe.renormalize={dst.moe.renormalize}, moe.order={dst.moe.order!r}, '
+                      'whose gates already sum to 1')
   std = dst.moe.router_init_std or math.sqrt(2.0 / (5 * dst.model.d_model))
   num = dst.moe.num_experts
   tile = ops.tile_experts(num, a['expert_init'], a['noise'], a['drop_ratio'], a['drop_init'],
