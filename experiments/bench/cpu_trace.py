@@ -38,18 +38,19 @@ PARTS = (
 )
 
 
-def _op_parts(hlo_text):
-  """{HLO instruction name: part} from the compiled module's metadata."""
+def op_parts(hlo_text, rules=PARTS):
+  """{HLO instruction name: part} from the compiled module's metadata (first
+  matching rule of `rules`, (part, op_name pattern) pairs)."""
   parts = {}
   for m in re.finditer(r'^\s*(?:ROOT )?(%?[\w.-]+) = .*?op_name="([^"]*)"', hlo_text, re.M):
     name, op_name = m.group(1).lstrip('%'), m.group(2)
     direction = 'bwd' if 'transpose(' in op_name else 'fwd'
-    part = next((p for p, pat in PARTS if re.search(pat, op_name)), 'other')
+    part = next((p for p, pat in rules if re.search(pat, op_name)), 'other')
     parts[name] = part if part == PARTS[0][0] else f'{part} ({direction})'
   return parts
 
 
-def _self_times(events):
+def self_times(events):
   """[(name, self ns)] of nested events on one thread line."""
   events = sorted(events, key=lambda e: (e.start_ns, -e.duration_ns))
   out, stack = [], []   # stack: [name, end, self]
@@ -62,7 +63,7 @@ def _self_times(events):
   return [(name, self_ns) for name, _, self_ns in out + stack]
 
 
-def _instructions(hlo_text):
+def instructions(hlo_text):
   """{HLO instruction name: its shape and op, e.g. 'f32[2048,384] fusion kLoop'}."""
   out = {}
   for m in re.finditer(r'^\s*(?:ROOT )?%?([\w.-]+) = (\S+) ([\w-]+)\((.*)$', hlo_text, re.M):
@@ -80,7 +81,7 @@ def trace_case(case, dispatch, steps, top=0, attention=''):
   with jax.set_mesh(side.program.state_shardings.step.mesh):
     batch = side._placement.put_batch(side.batch, side.program.batch_sharding)  # pylint: disable=protected-access
     hlo = step_fn.__wrapped__.lower(side.state, batch).compile().as_text()
-  parts = _op_parts(hlo)
+  parts = op_parts(hlo)
   with tempfile.TemporaryDirectory() as logdir:
     jax.profiler.start_trace(logdir)
     t0 = time.perf_counter()
@@ -94,14 +95,14 @@ def trace_case(case, dispatch, steps, top=0, attention=''):
     for line in plane.lines:
       thunks = [e for e in line.events if dict(e.stats).get('hlo_module', '').startswith(
           'jit_train_step')]
-      for name, self_ns in _self_times(thunks):
+      for name, self_ns in self_times(thunks):
         part = parts.get(name, 'other')
         totals[part] = totals.get(part, 0.0) + self_ns
         per_op[name] = per_op.get(name, 0.0) + self_ns
         thunk_ns += self_ns
   totals['host'] = max(wall_ns - thunk_ns, 0.0)
   ms = {p: v / steps / 1e6 for p, v in sorted(totals.items(), key=lambda kv: -kv[1])}
-  ops = _instructions(hlo)
+  ops = instructions(hlo)
   costliest = [dict(name=n, ms_per_step=v / steps / 1e6, part=parts.get(n, 'other'),
                     op=ops.get(n, '')) for n, v in sorted(per_op.items(), key=lambda kv: -kv[1])]
   return dict(case=case, dispatch=side.info['dispatch'], attention=side.info['attention'],

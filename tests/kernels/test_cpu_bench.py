@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from experiments.bench import cpu_layer, cpu_profile, cpu_step, cpu_trace
+from experiments.bench import cpu_layer, cpu_profile, cpu_step, cpu_trace, step_trace
 
 
 def test_step_ratios_pair_adjacent_repetitions():
@@ -53,7 +53,7 @@ def test_trace_self_times_subtract_nested_thunks():
       name=name, start_ns=start, duration_ns=duration)
   loop = [event('while', 0, 100), event('dot', 10, 30), event('fusion', 50, 20),
           event('after', 100, 5)]
-  assert sorted(cpu_trace._self_times(loop)) == [  # pylint: disable=protected-access
+  assert sorted(cpu_trace.self_times(loop)) == [
       ('after', 5), ('dot', 30), ('fusion', 20), ('while', 50)]
 
 
@@ -65,7 +65,7 @@ def test_trace_parts_from_op_names():
       ('d', 'jit(train_step)/mul'),
       ('e', 'jit(train_step)/transpose(jvp(Transformer))/dot_general'),
       ('f', 'jit(train_step)/jvp(Transformer)/layers_0/mlp_norm/rsqrt')])
-  assert cpu_trace._op_parts(hlo) == {  # pylint: disable=protected-access
+  assert cpu_trace.op_parts(hlo) == {
       'a': 'attention (fwd)', 'b': 'moe: experts (bwd)',
       'c': 'moe: router, routing, statistics (bwd)', 'd': 'optimizer + metrics',
       'e': 'head + loss (bwd)', 'f': 'norms (fwd)'}
@@ -74,7 +74,7 @@ def test_trace_parts_from_op_names():
 def test_trace_names_each_instruction_by_shape_and_op():
   hlo = """  %dot.6 = f32[384,96]{1,0} dot(%a, %b), lhs_contracting_dims={0}
   ROOT %fusion.3 = f32[16,2,256,24]{3,2,1,0} fusion(%c, %d), kind=kLoop, calls=%fc"""
-  assert cpu_trace._instructions(hlo) == {  # pylint: disable=protected-access
+  assert cpu_trace.instructions(hlo) == {
       'dot.6': 'f32[384,96] dot', 'fusion.3': 'f32[16,2,256,24] fusion kLoop'}
 
 
@@ -87,3 +87,38 @@ def test_profile_and_trace_run(tmp_path):
   [row] = json.loads((tmp_path / 't.json').read_text())['results']
   assert row['dispatch'] == 'grouped' and row['ms_per_step']['moe: experts (bwd)'] > 0
   assert len(row['top']) == 3 and row['top'][0]['ms_per_step'] >= row['top'][2]['ms_per_step']
+
+
+def test_step_trace_counts_gpu_kernels_whole_and_cpu_thunks_by_self_time():
+  """On a GPU stream consecutive kernels' timestamps overlap a little, and each
+  kernel still counts its whole duration under its HLO instruction; XLA:CPU's
+  thunks nest, and count their self time."""
+  ns = types.SimpleNamespace
+  event = lambda name, start, duration, module='jit_train_step': ns(
+      name=f'kernel_{name}', start_ns=start, duration_ns=duration,
+      stats=[('hlo_module', module), ('hlo_op', name)])
+  stream = ns(name='Stream #14', events=[
+      event('fusion.1', 0, 100), event('custom-call.2', 99, 50), event('other', 150, 9, 'jit_x')])
+  gpu = ns(planes=[ns(name='/host:CPU', lines=[]), ns(name='/device:GPU:0', lines=[stream])])
+  assert step_trace._step_times(gpu) == {  # pylint: disable=protected-access
+      '/device:GPU:0 Stream #14': [('fusion.1', 100), ('custom-call.2', 50)]}
+  thread = ns(name='thread', events=[ns(name='while', start_ns=0, duration_ns=100,
+                                        stats=[('hlo_module', 'jit_train_step')]),
+                                     ns(name='dot', start_ns=10, duration_ns=30,
+                                        stats=[('hlo_module', 'jit_train_step')])])
+  cpu = ns(planes=[ns(name='/host:CPU', lines=[thread])])
+  assert sorted(step_trace._step_times(cpu)['/host:CPU thread']) == [  # pylint: disable=protected-access
+      ('dot', 30), ('while', 70)]
+
+
+@pytest.mark.slow
+def test_step_trace_runs_and_reads_its_raw_folder_again(tmp_path):
+  raw = tmp_path / 'raw'
+  step_trace.main(['--out', str(tmp_path / 'a.json'), '--small', '--steps=1', '--top=3',
+                   f'--raw={raw}'])
+  step_trace.main(['--out', str(tmp_path / 'b.json'), '--from_raw', str(raw), '--top=3'])
+  a, b = (json.loads((tmp_path / f).read_text()) for f in ('a.json', 'b.json'))
+  assert a['results'] == b['results'] and b['meta']['from_raw']
+  [row] = a['results']
+  assert row['ms_per_step']['moe: experts (bwd)'] > 0 and len(row['top']) == 3
+  assert a['meta']['grid']['preset'] == 'tiny' == b['meta']['grid']['preset']
