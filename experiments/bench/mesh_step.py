@@ -41,9 +41,9 @@ from moe_jax.train import program as program_lib
 from moe_jax.workdir import placement
 
 FULL = dict(preset='10layer', vocab_size=32_000, seq_len=1024, batch_per_device=8,
-            dtype='bfloat16', remat='none', warmup=3, reps=20)
+            dtype='bfloat16', remat='none', attention='auto', warmup=3, reps=20)
 SMALL = dict(preset='tiny', vocab_size=259, seq_len=32, batch_per_device=2,
-             dtype='float32', remat='none', warmup=1, reps=3)
+             dtype='float32', remat='none', attention='auto', warmup=1, reps=3)
 
 
 def parse_meshes(text):
@@ -90,6 +90,7 @@ def make_config(grid, num_experts, top_k, sizes):
   config.model.vocab_size = config.model.vocab_size or grid['vocab_size']
   config.model.dtype = grid['dtype']
   config.model.remat = grid['remat']
+  config.model.attention = grid['attention']
   n = math.prod(sizes.values())
   config.mesh.update(data=1, fsdp=1, expert=1, tensor=1, num_devices=n)
   config.mesh.update(sizes)
@@ -136,7 +137,8 @@ def bench_mesh(config, warmup, reps):
 def run_row(grid, args, sizes):
   config, n = make_config(grid, args.experts, args.top_k, sizes)
   row = dict(preset=grid['preset'], dispatch=grid['dispatch'], mesh=sizes, devices=n,
-             global_batch=config.batch_size, seq_len=config.seq_len, remat=grid['remat'])
+             global_batch=config.batch_size, seq_len=config.seq_len, remat=grid['remat'],
+             attention=grid['attention'])
   try:
     seconds, first, flops, logits_flops, loss = bench_mesh(config, grid['warmup'], grid['reps'])
   except Exception as err:  # pylint: disable=broad-except
@@ -167,6 +169,8 @@ def main(argv=None):
   ap.add_argument('--batch_per_device', default='',
                   help="sequences per device, one or several ('8,16,32': the best-batch sweep)")
   ap.add_argument('--remat', default=None, help='model.remat (models/remat.py)')
+  ap.add_argument('--attention', default='auto',
+                  help="model.attention value(s), e.g. 'pallas,reference'")
   args = ap.parse_args(argv)
   placement.initialize(common.mesh())   # joins a run of moe_jax.multiprocess, if any
   grid = dict(SMALL if args.small else FULL)
@@ -192,8 +196,10 @@ def main(argv=None):
                       'block_until_ready; median reported'))
   rows = []
   presets = (args.preset or grid['preset']).split(',')
-  for preset, dispatch, batch in itertools.product(presets, args.dispatch.split(','), batches):
-    runs = dict(grid, preset=preset, dispatch=dispatch, batch_per_device=batch)
+  for preset, dispatch, batch, attention in itertools.product(
+      presets, args.dispatch.split(','), batches, args.attention.split(',')):
+    runs = dict(grid, preset=preset, dispatch=dispatch, batch_per_device=batch,
+                attention=attention)
     first = len(rows)
     for sizes in meshes:
       rows.append(run_row(runs, args, sizes))
@@ -206,7 +212,7 @@ def main(argv=None):
 
 
 def _line(row):
-  mesh = (f"{row['preset']} {row['dispatch']} b{row['global_batch']} "
+  mesh = (f"{row['preset']} {row['dispatch']} {row['attention']} b{row['global_batch']} "
           + ','.join(f'{k}={v}' for k, v in row['mesh'].items()))
   if 'error' in row:
     return f'{row["devices"]:>3} {mesh:<28} error: {row["error"]}'

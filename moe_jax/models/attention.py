@@ -20,7 +20,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from moe_jax.errors import ConfigError
 from moe_jax.kernels import attention_cpu
+from moe_jax.kernels import attention_gpu
 from moe_jax.models import layers
 from moe_jax.models import rope
 
@@ -39,9 +41,14 @@ AUTO_DEFAULT = 'reference'
 def resolve(name, platform=None, mesh=None):
   """The concrete path `name` runs: itself, or for 'auto' the platform's
   (the reference on a `mesh` of more than one device)."""
+  multi_device = mesh is not None and mesh.size > 1
+  if name == 'pallas' and (multi_device or (platform or jax.default_backend()) == 'tpu'):
+    # A Triton kernel: XLA cannot split it over a mesh, and TPUs do not run it.
+    raise ConfigError("model.attention='pallas' runs on one GPU (or in interpret mode on "
+                      'CPU); use model.attention=reference on a mesh or a TPU')
   if name != 'auto':
     return name
-  if mesh is not None and mesh.size > 1:
+  if multi_device:
     return AUTO_DEFAULT
   return AUTO.get(platform or jax.default_backend(), AUTO_DEFAULT)
 
@@ -79,6 +86,12 @@ class Attention(nn.Module):
     sin_cos = rope.sin_cos(positions_BL, rope.frequencies(cfg), bound)
     q_BLHK, k_BLGK = rope.rotate(q_BLHK, *sin_cos), rope.rotate(k_BLGK, *sin_cos)
     q_BLHK = nn.with_logical_constraint(q_BLHK, ('batch', 'length', 'heads', 'head_dim'))
+    path = resolve(cfg.attention, mesh=jax.sharding.get_abstract_mesh())
+    # A KV-cache decode is no full pass, and `init` (often on a few dummy
+    # tokens) only shapes the parameters: both take the reference.
+    if path == 'pallas' and not (decode or self.is_initializing()):
+      out_BLHK = attention_gpu.flash(q_BLHK, k_BLGK, v_BLGK, segment_ids_BL)
+      return layers.dense(out_BLHK, w_o, in_dims=2)
 
     q_slots_L = jnp.arange(length)
     kv_segment_ids_BS = segment_ids_BL
@@ -96,7 +109,7 @@ class Attention(nn.Module):
     k_BGSK, v_BGSK = k_BLGK.transpose(0, 2, 1, 3), v_BLGK.transpose(0, 2, 1, 3)
     # Scores accumulate in float32 even with bf16 inputs.
     args = (q_BGQK, k_BGSK, v_BGSK, segment_ids_BL, kv_segment_ids_BS, q_slots_L)
-    if resolve(cfg.attention, mesh=jax.sharding.get_abstract_mesh()) == 'blocked':
+    if path == 'blocked':
       # Without a cache the queries sit in slots 0 ... L - 1, so query blocks
       # may skip the keys after them.
       block = 0 if decode else attention_cpu.query_block(length)

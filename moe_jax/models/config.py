@@ -14,7 +14,7 @@ SCORES = ('softmax', 'sigmoid')
 ORDERS = ('softmax_then_topk', 'topk_then_softmax')
 BALANCE_SCOPES = ('global', 'sequence')
 ROUTER_LOSS_REDUCTIONS = ('sum', 'mean')
-ATTENTIONS = ('auto', 'reference', 'blocked')
+ATTENTIONS = ('auto', 'reference', 'blocked', 'pallas')
 DTYPES = ('float32', 'bfloat16', 'float16')
 ROPE_SCALINGS = ('none', 'llama3')
 NORM_POSITIONS = ('pre', 'post')
@@ -83,7 +83,8 @@ class ModelConfig:
   tie_embeddings: bool = False
   dtype: str = 'float32'         # compute dtype; params stay float32
   init_std: float = 0.02
-  attention: str = 'auto'       # auto (per platform) | reference | blocked (kernels/attention_cpu.py)
+  # auto (per platform) | reference | blocked (kernels/attention_cpu.py) | pallas (attention_gpu.py)
+  attention: str = 'auto'
   # Memory (models/remat.py; docs/benchmarks.md, "Memory"): what each block
   # keeps for the backward pass, and tokens per chunk of the LM head + loss in
   # training (0: one [B, L, V]).
