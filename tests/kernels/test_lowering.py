@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 from moe_jax.errors import ConfigError
+from moe_jax.kernels import attention_gpu
 from moe_jax.kernels import backend
 from moe_jax.kernels import moe_ffn
 
@@ -115,3 +116,21 @@ def test_pipeline_stages_are_cut_to_fit_shared_memory(monkeypatch):
   # f32: 128 KiB a stage; three asked an H100 for 256 KiB and did not launch.
   assert backend.compiler_params(gpu, 128 * 256 * 4).num_stages == 1
   assert backend.compiler_params(gpu).num_stages == gpu.num_stages
+
+
+def test_flash_attention_lowers_for_cuda():
+  """model.attention='pallas' at a training step's shape (L 1024, GQA 8:2,
+  bf16): its forward and both backward kernels are Triton calls."""
+  def loss(q, k, v, seg):
+    return jnp.sum(attention_gpu.flash(q, k, v, seg, interpret=False).astype(jnp.float32))
+  args = (jax.ShapeDtypeStruct((2, 1024, 8, 128), jnp.bfloat16),
+          jax.ShapeDtypeStruct((2, 1024, 2, 128), jnp.bfloat16),
+          jax.ShapeDtypeStruct((2, 1024, 2, 128), jnp.bfloat16),
+          jax.ShapeDtypeStruct((2, 1024), jnp.int32))
+  exported = export.export(
+      jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2))), platforms=['cuda'],
+      disabled_checks=[export.DisabledSafetyCheck.custom_call(CUSTOM_CALL['cuda'])])(*args)
+  text = exported.mlir_module()
+  assert set(re.findall(r'custom_call @(\S+)\(', text)) == {CUSTOM_CALL['cuda']}
+  assert sorted(re.findall(r'name = "(mha[^"]*)"', text)) == [
+      'mha_backward', 'mha_forward', 'mha_preprocess_backward']
