@@ -9,7 +9,8 @@ synthetic batch of mesh_step), warms it up, traces `--steps` steps and sums
 the device time of every kernel by the model part its HLO instruction comes
 from (cpu_trace.py's `op_name` rules: Flax module path, forward or backward).
 `idle` is the step's wall time less the device's busy time: launch gaps, host
-work and waits the device could have overlapped. `--raw=DIR` also keeps the
+work and waits the device could have overlapped. XLA's GPU command buffers are
+turned off (with them the whole step is one event in the trace). `--raw=DIR` also keeps the
 trace (`*.xplane.pb`) and the compiled step's HLO text, so a trace taken on a
 lent machine can be read again here (`--from_raw=DIR`, no device needed).
 On CPU (`--small`) it runs end to end on XLA:CPU's thunks; its times mean
@@ -26,7 +27,6 @@ import time
 
 import jax
 import jaxlib
-import numpy as np
 
 from experiments.bench import cpu_step
 from experiments.bench import cpu_trace
@@ -152,6 +152,10 @@ def main(argv=None):
   with tempfile.TemporaryDirectory() as tmp:
     raw_dir = args.from_raw or args.raw or tmp
     if not args.from_raw:
+      # XLA's GPU command buffers replay the step as one graph, which the trace
+      # shows as a single event. Set before the backend starts.
+      os.environ['XLA_FLAGS'] = ' '.join(
+          [os.environ.get('XLA_FLAGS', ''), '--xla_gpu_enable_command_buffer=']).strip()
       config, _ = mesh_step.make_config(grid, args.experts, args.top_k, dict(data=1))
       os.makedirs(raw_dir, exist_ok=True)
       trace(config, args.steps, raw_dir,
