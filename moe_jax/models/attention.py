@@ -33,7 +33,10 @@ from moe_jax.models import rope
 # steps (dense, E = 4, 8) take 0.91-0.95x the reference's CPU time with it,
 # and 0.71-0.73x at d_model 256 / seq_len 512 (docs/benchmarks.md, "CPU step,
 # round 2"). Only on one device: the loop indexes the batch, so on a mesh
-# that splits it XLA would gather the whole batch to every device.
+# that splits it XLA would gather the whole batch to every device. On GPU the
+# flash kernel ('pallas', kernels/attention_gpu.py) stays opt-in until it is
+# timed against the reference in one run (docs/benchmarks.md, "Where the GPU
+# step's time goes").
 AUTO = {'cpu': 'blocked'}
 AUTO_DEFAULT = 'reference'
 
