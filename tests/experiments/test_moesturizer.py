@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from experiments import hyper, runner
-from experiments.moesturizer import config as moesturizer, letter_probe, table
+from experiments.moesturizer import config as moesturizer, letter_probe, parting, table
 from moe_jax.workdir import files
 from tests.eval import olmo_fixture
 
@@ -184,3 +184,20 @@ def test_letter_probe_summary_and_its_table(tmp_path):
   row = letter_probe.from_results(str(path)).splitlines()[2]
   assert row.startswith('| Base | arc_easy (3) | 66.7 [') and '| A 67 / B 33 | A 33 / B 33 / C 33 |' in row
   assert row.endswith('| 0.80 | 0.500 (step 1) -> 0.250 (step 20) |')
+
+
+def test_parting_measures_change_and_the_experts_spread():
+  """Two copies of one expert that move apart, a router that moves: their
+  change, largest entry change and spread; dense weights are left out."""
+  w = np.ones((2, 3, 4))
+  before = {'layers_0/moe/experts/wi_0': w, 'layers_0/moe/router/w': np.zeros((3, 2)),
+            'layers_0/mlp/wi_0': np.ones((3, 4))}
+  after = {'layers_0/moe/experts/wi_0': w + np.array([0.1, -0.1])[:, None, None],
+           'layers_0/moe/router/w': np.full((3, 2), 0.01), 'layers_0/mlp/wi_0': np.ones((3, 4))}
+  experts, router = parting.movement(before, after, num_experts=2)
+  assert experts['param'] == 'layers_0/moe/experts/wi_0' and router['param'].endswith('router/w')
+  assert experts['spread_before'] == 0 and np.isclose(experts['spread_after'], 0.1)
+  assert np.isclose(experts['change'], 0.1 * np.sqrt(24)) and np.isclose(router['max_abs_change'], 0.01)
+  assert 'spread_after' not in router
+  text = parting.summary(dict(before=0, after=40, lr_sum=0.0035, rows=[experts, router]))
+  assert "experts' spread 0-0 -> 0.1" in text and text.startswith('steps 0 -> 40')
