@@ -67,6 +67,7 @@ def opt():
       final_lr_fraction=0.0,
       rewarm_steps=0,        # a second warmup after an in-run upcycle transition
       mu_dtype='',           # Adam's first moment: '' (as params) | float32 | bfloat16
+      router_lr_multiplier=1.0,   # the routers' weights learn at this times the LR
   ))
 
 

@@ -2,7 +2,11 @@
 
 Weight decay skips norms, biases and the router's selection bias; the router
 bias is frozen for the optimizer altogether (it moves by `update_biases` from
-expert load, DeepSeek-V3 style, never by gradient).
+expert load, DeepSeek-V3 style, never by gradient). `opt.router_lr_multiplier`
+scales the routers' weight updates: AdamW moves an entry by about the
+learning rate per update, so a router initialised near zero over a few
+copies of one expert (an upcycle) can need more than the shared rate to part
+them (docs/moesturizer.md).
 """
 import re
 
@@ -18,6 +22,7 @@ DECAY_SHAPES = ('linear', 'cosine', 'sqrt')
 MU_DTYPES = ('', 'float32', 'bfloat16')   # '': the params' dtype
 _NO_DECAY = re.compile(r'(norm/scale|bias)$')
 _FROZEN = re.compile(r'moe/router/bias$')
+_ROUTER = re.compile(r'moe/router/w$')
 
 
 def _labels(params, pattern):
@@ -87,6 +92,9 @@ def make(opt_cfg, total_steps, params, start_step=0, lr_scale=None):
   mu_dtype = opt_cfg.get('mu_dtype', '')
   if mu_dtype not in MU_DTYPES:
     raise ConfigError(f'opt.mu_dtype={mu_dtype!r} is not one of {MU_DTYPES}')
+  router_lr = opt_cfg.get('router_lr_multiplier', 1.0)
+  if not router_lr > 0:
+    raise ConfigError(f'opt.router_lr_multiplier={router_lr!r} must be > 0')
   lr = schedule(opt_cfg, total_steps, start_step, lr_scale)
   decay_mask = jax.tree_util.tree_map(lambda no: not no, _labels(params, _NO_DECAY))
   adamw = optax.chain(
@@ -94,6 +102,8 @@ def make(opt_cfg, total_steps, params, start_step=0, lr_scale=None):
       optax.adamw(1.0, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
                   weight_decay=opt_cfg.weight_decay, mask=decay_mask,
                   # A bf16 first moment halves its memory (the second stays float32).
-                  mu_dtype=mu_dtype or None))
+                  mu_dtype=mu_dtype or None),
+      optax.masked(optax.scale(router_lr), _labels(params, _ROUTER)) if router_lr != 1.0
+      else optax.identity())
   labels = jax.tree_util.tree_map(lambda f: 'frozen' if f else 'adamw', _labels(params, _FROZEN))
   return optax.multi_transform({'adamw': adamw, 'frozen': optax.set_to_zero()}, labels), lr

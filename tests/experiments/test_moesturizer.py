@@ -48,6 +48,11 @@ def test_the_grids(monkeypatch):
                                                                 'router_std=0.001')}
   assert scaled['moe4-2_s0']['upcycle.config'].endswith(
       'renormalize=False,rescale=gate_mass,router_std=0.001')
+  assert 'config.opt.router_lr_multiplier' not in scaled['moe4-2_s0']
+  fast = {p['name']: p for p in moesturizer.get_hyper(hyper, 'small,router_lr=10')}
+  assert fast['moe4-2_s0']['config.opt.router_lr_multiplier'] == 10
+  assert fast['dus40_moe4-2_s0']['config.opt.router_lr_multiplier'] == 10
+  assert 'config.opt.router_lr_multiplier' not in fast['sft_s0']
   assert points['dus40_s0']['upcycle.config'].endswith('grow_depth.py:method=dus,percent=40')
   assert 'config.moe.num_experts' not in points['dus40_s0']
   # The tiny Larger Dense holds 2 copies' worth of MLP: MoE 4-2's active size.

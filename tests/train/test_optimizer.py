@@ -1,4 +1,4 @@
-"""Schedules, the weight-decay mask and the frozen router bias."""
+"""Schedules, the weight-decay mask, the frozen router bias and the router's LR multiplier."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -71,3 +71,19 @@ def test_decay_mask_and_frozen_router_bias():
   grads = jax.tree.map(jnp.ones_like, params)
   updates, _ = tx.update(grads, tx.init(params), params)
   assert not np.any(updates['layers_0']['moe']['router']['bias'])      # no gradient step either
+
+
+def test_router_lr_multiplier_scales_the_router_weights_update_only():
+  params = {'layers_0': {'mlp': {'wi_0': jnp.ones((4, 3))},
+                         'moe': {'router': {'w': jnp.ones((4, 2)), 'bias': jnp.ones(2)}}}}
+  grads = jax.tree.map(lambda p: jnp.full_like(p, 0.5), params)
+  updates = []
+  for multiplier in (1.0, 10.0):
+    tx, _ = optimizer.make(_opt(router_lr_multiplier=multiplier, weight_decay=0.1), 10, params)
+    updates.append(tx.update(grads, tx.init(params), params)[0]['layers_0'])
+  plain, scaled = updates
+  np.testing.assert_allclose(scaled['moe']['router']['w'], 10 * plain['moe']['router']['w'])
+  np.testing.assert_allclose(scaled['mlp']['wi_0'], plain['mlp']['wi_0'])
+  assert not np.any(scaled['moe']['router']['bias'])
+  with pytest.raises(ConfigError, match='opt.router_lr_multiplier=0'):
+    optimizer.make(_opt(router_lr_multiplier=0.0), 10, params)
