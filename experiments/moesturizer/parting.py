@@ -20,13 +20,12 @@ import json
 import os
 
 from absl import flags
-import jax
 import numpy as np
 
-from moe_jax import atomic, cli, sharding
+from moe_jax import atomic, cli
 from moe_jax.errors import ConfigError
 from moe_jax.train import optimizer
-from moe_jax.upcycle import transition
+from moe_jax.upcycle import paths, transition
 from moe_jax.workdir import checkpoint, saved_config
 
 
@@ -54,10 +53,6 @@ def movement(before, after, num_experts):
   return rows
 
 
-def _flat(params):
-  return {sharding.path_str(kp): v for kp, v in jax.tree_util.tree_leaves_with_path(params)}
-
-
 def parting(workdir, before, after, out):
   if not workdir:
     raise ConfigError('--workdir is required')
@@ -72,7 +67,7 @@ def parting(workdir, before, after, out):
   step_after = int(meta['step'])
   lr = optimizer.schedule(config.opt, config.total_steps)
   lr_sum = float(sum(float(lr(s)) for s in range(before, step_after)))
-  rows = movement(_flat(p_before), _flat(p_after), config.moe.num_experts)
+  rows = movement(paths.flatten(p_before), paths.flatten(p_after), config.moe.num_experts)
   result = dict(before=before, after=step_after, lr_sum=lr_sum, rows=rows)
   if out:
     atomic.write_text(out, json.dumps(result, indent=1) + '\n')

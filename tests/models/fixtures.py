@@ -77,3 +77,23 @@ def random_params(cfg, seed=0, std=0.1):
       return jnp.zeros(s.shape, jnp.float32)
     return jnp.asarray(rng.normal(size=s.shape) * std, jnp.float32)
   return jax.tree_util.tree_map_with_path(fill, shapes)
+
+
+def packed_batch(length):
+  """Two rows of `length` tokens: row 0 packs documents of 5 and length - 5
+  tokens (segment ids 1, 2; positions restart), row 1 is one document."""
+  seg = jnp.asarray([[1] * 5 + [2] * (length - 5), [1] * length], jnp.int32)
+  pos = jnp.asarray([list(range(5)) + list(range(length - 5)), list(range(length))], jnp.int32)
+  return tokens(2, length), seg, pos
+
+
+def packed_loss_and_grads(cfg, params, batch):
+  """A model's mean first-token log-probability on `packed_batch` and its
+  gradient: the quantity the attention paths' model tests compare."""
+  from moe_jax.models import transformer  # pylint: disable=g-import-not-at-top
+  model, (toks, seg, pos) = transformer.Transformer(cfg), batch
+
+  def loss(p):
+    logits = model.apply({'params': p}, toks, segment_ids=seg, positions=pos)[0]
+    return jnp.mean(jax.nn.log_softmax(logits.astype(jnp.float32))[..., 0])
+  return jax.value_and_grad(loss)(params)

@@ -78,19 +78,12 @@ def test_bfloat16_close_to_reference():
 def test_model_loss_and_gradients_match():
   """The whole model, packed batch, with model.attention blocked vs reference."""
   base = fixtures.tiny_config()
-  tokens = fixtures.tokens(2, 12)
-  seg = jnp.asarray([[1] * 5 + [2] * 7, [1] * 12], jnp.int32)
-  pos = jnp.asarray([list(range(5)) + list(range(7)), list(range(12))], jnp.int32)
+  batch = fixtures.packed_batch(12)
   results = []
   for name in ('reference', 'blocked'):
     base.model.attention = name
     cfg = model_config.ModelConfig.from_config(base)
-    model, params = transformer.Transformer(cfg), fixtures.random_params(cfg)
-
-    def loss(p):
-      logits = model.apply({'params': p}, tokens, segment_ids=seg, positions=pos)[0]
-      return jnp.mean(jax.nn.log_softmax(logits.astype(jnp.float32))[..., 0])
-    results.append(jax.value_and_grad(loss)(params))
+    results.append(fixtures.packed_loss_and_grads(cfg, fixtures.random_params(cfg), batch))
   (l_ref, g_ref), (l_blk, g_blk) = results
   np.testing.assert_allclose(l_blk, l_ref, rtol=1e-5)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),

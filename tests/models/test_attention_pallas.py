@@ -47,25 +47,19 @@ def test_model_loss_gradients_and_decode_match_reference():
   """The whole model on a packed batch, pallas vs reference; a KV-cache
   decode with model.attention=pallas runs the reference."""
   base = fixtures.tiny_config()
-  tokens = fixtures.tokens(2, 16)
-  seg = jnp.asarray([[1] * 5 + [2] * 11, [1] * 16], jnp.int32)
-  pos = jnp.asarray([list(range(5)) + list(range(11)), list(range(16))], jnp.int32)
+  batch = tokens, seg, pos = fixtures.packed_batch(16)
   results = []
   for name in ('reference', 'pallas'):
     base.model.attention = name
     cfg = model_config.ModelConfig.from_config(base)
     model, params = transformer.Transformer(cfg), fixtures.random_params(cfg)
-
-    def loss(p):
-      logits = model.apply({'params': p}, tokens, segment_ids=seg, positions=pos)[0]
-      return jnp.mean(jax.nn.log_softmax(logits.astype(jnp.float32))[..., 0])
     cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(
         lambda: model.init(jax.random.key(0), tokens, segment_ids=seg, positions=pos,
                            decode=True)['cache']))
     (decoded, _), _ = model.apply({'params': params, 'cache': cache}, tokens[:, :4],
                                   segment_ids=seg[:, :4], positions=pos[:, :4], decode=True,
                                   mutable=['cache'])
-    results.append((jax.value_and_grad(loss)(params), decoded))
+    results.append((fixtures.packed_loss_and_grads(cfg, params, batch), decoded))
   ((l_ref, g_ref), dec_ref), ((l_pal, g_pal), dec_pal) = results
   np.testing.assert_allclose(l_pal, l_ref, rtol=1e-5)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), g_pal, g_ref)
