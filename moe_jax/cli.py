@@ -187,21 +187,33 @@ class _QuietOrbaxErrors(std_logging.Filter):
                 record.name == 'asyncio' and orbax in record.getMessage())
 
 
-def _quiet_closed_loop(unraisablehook):
-  """After a failed Orbax save, TensorStore's other writes still complete.
+def _quiet_abandoned_orbax_io(unraisablehook):
+  """Drops the unraisable errors Orbax's abandoned I/O leaves behind after a
+  failure that was already reported once.
 
-  Orbax runs a save's coroutine on a fresh event loop (orbax-checkpoint 0.12:
-  asyncio_utils._run_sync_via_new_loop) and closes it as soon as the first
-  write fails; each write still in flight then completes on a TensorStore
-  thread, whose done-callback calls the closed loop's call_soon_threadsafe,
-  which raises. TensorStore hands that error to PyErr_WriteUnraisable
-  (PythonFutureBase::RunCallbacks), so it reaches sys.unraisablehook, not
-  sys.excepthook, and prints as a bare traceback: dozens of them, by chance
-  (when writes are still in flight), after a failure reported once already.
+  Two kinds reach sys.unraisablehook, not sys.excepthook, and print as bare
+  tracebacks, dozens of them, by chance (when I/O is still in flight):
+
+  - After a failed save, TensorStore's other writes still complete. Orbax
+    runs a save's coroutine on a fresh event loop (orbax-checkpoint 0.12:
+    asyncio_utils._run_sync_via_new_loop) and closes it as soon as the first
+    write fails; each write still in flight then completes on a TensorStore
+    thread, whose done-callback calls the closed loop's call_soon_threadsafe,
+    which raises inside PyErr_WriteUnraisable
+    (PythonFutureBase::RunCallbacks).
+  - After a failed restore, the reads nobody awaits any more are closed when
+    collected. Orbax's read coroutine
+    (serialization._read_array_index_and_device_put) catches BaseException,
+    GeneratorExit included, and raises a new Exception, so close() fails.
   """
+  orbax = f'{os.sep}orbax{os.sep}'
+
   def hook(unraisable):
     if (unraisable.exc_type is RuntimeError and
         str(unraisable.exc_value) == 'Event loop is closed'):
+      return
+    code = getattr(unraisable.object, 'cr_code', None)
+    if code is not None and orbax in code.co_filename:
       return
     unraisablehook(unraisable)
   return hook
@@ -235,7 +247,7 @@ def _parse_flags(argv, positional=(), overrides_without_config=False):
     logging.set_verbosity(logging.WARNING)  # Orbax logs every file it writes at INFO
   for logger in (logging.get_absl_logger(), std_logging.getLogger('asyncio')):
     logger.addFilter(_QuietOrbaxErrors())
-  sys.unraisablehook = _quiet_closed_loop(sys.unraisablehook)
+  sys.unraisablehook = _quiet_abandoned_orbax_io(sys.unraisablehook)
   return argv
 
 
