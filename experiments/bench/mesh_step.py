@@ -41,9 +41,9 @@ from moe_jax.train import program as program_lib
 from moe_jax.workdir import placement
 
 FULL = dict(preset='10layer', vocab_size=32_000, seq_len=1024, batch_per_device=8,
-            dtype='bfloat16', remat='none', attention='auto', warmup=3, reps=20)
+            dtype='bfloat16', remat='none', attention='auto', loss_chunk=0, warmup=3, reps=20)
 SMALL = dict(preset='tiny', vocab_size=259, seq_len=32, batch_per_device=2,
-             dtype='float32', remat='none', attention='auto', warmup=1, reps=3)
+             dtype='float32', remat='none', attention='auto', loss_chunk=0, warmup=1, reps=3)
 
 
 def parse_meshes(text):
@@ -91,6 +91,7 @@ def make_config(grid, num_experts, top_k, sizes):
   config.model.dtype = grid['dtype']
   config.model.remat = grid['remat']
   config.model.attention = grid['attention']
+  config.model.loss_chunk = grid['loss_chunk']
   n = math.prod(sizes.values())
   config.mesh.update(data=1, fsdp=1, expert=1, tensor=1, num_devices=n)
   config.mesh.update(sizes)
@@ -138,7 +139,7 @@ def run_row(grid, args, sizes):
   config, n = make_config(grid, args.experts, args.top_k, sizes)
   row = dict(preset=grid['preset'], dispatch=grid['dispatch'], mesh=sizes, devices=n,
              global_batch=config.batch_size, seq_len=config.seq_len, remat=grid['remat'],
-             attention=grid['attention'])
+             attention=grid['attention'], loss_chunk=grid['loss_chunk'])
   try:
     seconds, first, flops, logits_flops, loss = bench_mesh(config, grid['warmup'], grid['reps'])
   except Exception as err:  # pylint: disable=broad-except
@@ -171,6 +172,8 @@ def main(argv=None):
   ap.add_argument('--remat', default=None, help='model.remat (models/remat.py)')
   ap.add_argument('--attention', default='auto',
                   help="model.attention value(s), e.g. 'pallas,reference'")
+  ap.add_argument('--loss_chunk', default='0',
+                  help="model.loss_chunk value(s), e.g. '0,4096' (0: the whole batch's logits)")
   args = ap.parse_args(argv)
   placement.initialize(common.mesh())   # joins a run of moe_jax.multiprocess, if any
   grid = dict(SMALL if args.small else FULL)
@@ -196,10 +199,11 @@ def main(argv=None):
                       'block_until_ready; median reported'))
   rows = []
   presets = (args.preset or grid['preset']).split(',')
-  for preset, dispatch, batch, attention in itertools.product(
-      presets, args.dispatch.split(','), batches, args.attention.split(',')):
+  for preset, dispatch, batch, attention, loss_chunk in itertools.product(
+      presets, args.dispatch.split(','), batches, args.attention.split(','),
+      [int(c) for c in args.loss_chunk.split(',')]):
     runs = dict(grid, preset=preset, dispatch=dispatch, batch_per_device=batch,
-                attention=attention)
+                attention=attention, loss_chunk=loss_chunk)
     first = len(rows)
     for sizes in meshes:
       rows.append(run_row(runs, args, sizes))
@@ -212,7 +216,8 @@ def main(argv=None):
 
 
 def _line(row):
-  mesh = (f"{row['preset']} {row['dispatch']} {row['attention']} b{row['global_batch']} "
+  chunk = f" chunk{row['loss_chunk']}" if row['loss_chunk'] else ''
+  mesh = (f"{row['preset']} {row['dispatch']} {row['attention']}{chunk} b{row['global_batch']} "
           + ','.join(f'{k}={v}' for k, v in row['mesh'].items()))
   if 'error' in row:
     return f'{row["devices"]:>3} {mesh:<28} error: {row["error"]}'

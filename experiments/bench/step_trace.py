@@ -140,6 +140,8 @@ def main(argv=None):
   ap.add_argument('--batch', type=int, default=None, help='sequences per step')
   ap.add_argument('--remat', default=None, help='model.remat (models/remat.py)')
   ap.add_argument('--attention', default=None, help='model.attention')
+  ap.add_argument('--loss_chunk', type=int, default=None,
+                  help='model.loss_chunk (0: the whole batch\'s logits)')
   ap.add_argument('--steps', type=int, default=5)
   ap.add_argument('--top', type=int, default=30, help='list the N costliest instructions')
   ap.add_argument('--raw', default='', help='also keep the trace and HLO in this folder')
@@ -147,6 +149,7 @@ def main(argv=None):
   args = ap.parse_args(argv)
   grid = dict(mesh_step.SMALL if args.small else mesh_step.FULL)
   grid.update({k: v for k, v in dict(preset=args.preset, remat=args.remat, attention=args.attention,
+                                     loss_chunk=args.loss_chunk,
                                      batch_per_device=args.batch).items() if v})
   grid['dispatch'] = args.dispatch
   with tempfile.TemporaryDirectory() as tmp:
