@@ -8,6 +8,14 @@ import sys
 
 from tests.robustness import harness
 
+
+def _stderr_of(script, *args):
+  """What `script`, an entry point that prints 'done' and exits 0, wrote to stderr."""
+  proc = subprocess.run([sys.executable, '-c', script, *map(str, args)], env=harness.env(),
+                        capture_output=True, text=True, timeout=120, check=False)
+  assert proc.returncode == 0 and proc.stdout == 'done\n', proc.stderr
+  return proc.stderr
+
 # An entry point whose "save" fails while a TensorStore future is still
 # awaited; the loop is closed, then the future completes, and its callback
 # into the closed loop raises inside TensorStore (PyErr_WriteUnraisable).
@@ -44,11 +52,9 @@ cli.run_app(main)
 
 
 def test_completions_into_a_closed_loop_print_nothing():
-  proc = subprocess.run([sys.executable, '-c', _SCRIPT], env=harness.env(), capture_output=True,
-                        text=True, timeout=120, check=False)
-  assert proc.returncode == 0 and proc.stdout == 'done\n', proc.stderr
-  assert 'Event loop is closed' not in proc.stderr, proc.stderr
-  assert 'ValueError: another unraisable error' in proc.stderr, proc.stderr
+  stderr = _stderr_of(_SCRIPT)
+  assert 'Event loop is closed' not in stderr, stderr
+  assert 'ValueError: another unraisable error' in stderr, stderr
 
 
 # A save's writes that failed after the save was already given up: asyncio
@@ -86,11 +92,9 @@ def test_unretrieved_orbax_writes_print_nothing(tmp_path):
   module.parent.mkdir(parents=True)
   module.write_text("async def write_fragment():\n"
                     "  raise ValueError('RESOURCE_EXHAUSTED: No space left on device')\n")
-  proc = subprocess.run([sys.executable, '-c', _UNRETRIEVED, str(module)], env=harness.env(),
-                        capture_output=True, text=True, timeout=120, check=False)
-  assert proc.returncode == 0 and proc.stdout == 'done\n', proc.stderr
-  assert 'RESOURCE_EXHAUSTED' not in proc.stderr, proc.stderr
-  assert 'a failure of our own' in proc.stderr, proc.stderr
+  stderr = _stderr_of(_UNRETRIEVED, module)
+  assert 'RESOURCE_EXHAUSTED' not in stderr, stderr
+  assert 'a failure of our own' in stderr, stderr
 
 
 # A restore's reads abandoned after another read failed: each is a coroutine
@@ -135,8 +139,6 @@ def test_abandoned_orbax_reads_print_nothing(tmp_path):
                     "    await pending()\n"
                     "  except BaseException:\n"
                     "    raise Exception('Encountered error while reading array index')\n")
-  proc = subprocess.run([sys.executable, '-c', _ABANDONED, str(module)], env=harness.env(),
-                        capture_output=True, text=True, timeout=120, check=False)
-  assert proc.returncode == 0 and proc.stdout == 'done\n', proc.stderr
-  assert 'reading array index' not in proc.stderr, proc.stderr
-  assert 'a read of our own' in proc.stderr, proc.stderr
+  stderr = _stderr_of(_ABANDONED, module)
+  assert 'reading array index' not in stderr, stderr
+  assert 'a read of our own' in stderr, stderr
