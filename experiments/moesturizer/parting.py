@@ -9,11 +9,11 @@ needs the experts to part: the router to send different tokens to different
 experts, and the experts to grow apart on them. The training metrics show
 the routing (entropy, load); this shows the weights behind it. Per MoE layer
 and weight: the norm at `--before`, the norm of the change and its largest
-entry, and for expert weights [E, ...] the experts' spread: the root mean square
-over experts of |W_e - mean_e W|, over |mean_e W| (0 for exact copies). It also prints the sum of the learning
-rate over the steps between: AdamW moves an entry by about the learning rate
-per update at most (weight decay aside), so that sum is the scale an entry's
-change can reach.
+entry, and for expert weights [E, ...] the experts' spread: the root mean
+square over experts of |W_e - mean_e W|, over |mean_e W| (0 for exact
+copies). It also prints the sum of the learning rate over the steps between:
+AdamW moves an entry by about the learning rate per update at most (weight
+decay aside), so that sum is the scale an entry's change can reach.
 Nothing is written except --out.
 """
 import json
