@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax.experimental.pallas.ops.gpu import attention as pallas_attention
 
 _BLOCK = 128   # the kernel's default query / key block
-_MIN_BLOCK = 16   # Triton's smallest matmul tile
+_MIN_BLOCK = 16   # Triton's smallest matmul tile, each dimension
 
 
 def block_size(length):
@@ -47,6 +47,8 @@ def flash(q_BLHK, k_BLGK, v_BLGK, segment_ids_BL, interpret=None):
       block_q_dq=min(block, 32), block_kv_dq=min(block, 32))
   if interpret is None:
     interpret = jax.default_backend() != 'gpu'
+  if k < _MIN_BLOCK and not interpret:   # the head dim is a dot's contraction and output width
+    raise ValueError(f"model.attention='pallas' needs head_dim >= {_MIN_BLOCK} on a GPU, got {k}")
   return pallas_attention.mha(
       q_BLHK, jnp.repeat(k_BLGK, r, axis=2), jnp.repeat(v_BLGK, r, axis=2), segment_ids_BL,
       sm_scale=k**-0.5, causal=True, block_sizes=blocks, interpret=interpret)

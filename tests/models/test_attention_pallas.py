@@ -26,7 +26,7 @@ def _reference_BLHK(q_BLHK, k_BLGK, v_BLGK, seg_BL):
       b, length, h, k)
 
 
-@pytest.mark.parametrize('b,length,g,r,k', [(2, 32, 2, 2, 16), (1, 48, 1, 4, 8), (2, 16, 4, 1, 32)])
+@pytest.mark.parametrize('b,length,g,r,k', [(2, 32, 2, 2, 16), (1, 48, 1, 4, 16), (2, 16, 4, 1, 32)])
 def test_flash_matches_reference(b, length, g, r, k):
   rng = np.random.default_rng(length)
   normal = lambda *shape: jnp.asarray(rng.standard_normal(shape), jnp.float32)
@@ -47,6 +47,7 @@ def test_model_loss_gradients_and_decode_match_reference():
   """The whole model on a packed batch, pallas vs reference; a KV-cache
   decode with model.attention=pallas runs the reference."""
   base = fixtures.tiny_config()
+  base.model.head_dim = 16   # Triton's smallest dot, so the test also runs compiled on a GPU
   batch = tokens, seg, pos = fixtures.packed_batch(16)
   results = []
   for name in ('reference', 'pallas'):
@@ -66,7 +67,7 @@ def test_model_loss_gradients_and_decode_match_reference():
   np.testing.assert_array_equal(dec_pal, dec_ref)
 
 
-def test_refused_on_a_mesh_a_tpu_and_a_length_without_blocks():
+def test_refused_on_a_mesh_a_tpu_a_length_without_blocks_and_a_narrow_head():
   mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ('data',))
   with pytest.raises(ConfigError, match="model.attention='pallas' runs on one GPU"):
     attention.resolve('pallas', 'gpu', mesh)
@@ -76,3 +77,6 @@ def test_refused_on_a_mesh_a_tpu_and_a_length_without_blocks():
   assert attention_gpu.block_size(1024) == 128 and attention_gpu.block_size(48) == 16
   with pytest.raises(ValueError, match='seq_len divisible by 16, got 12'):
     attention_gpu.block_size(12)
+  q_BLHK = jnp.zeros((1, 16, 2, 8))
+  with pytest.raises(ValueError, match='head_dim >= 16 on a GPU, got 8'):
+    attention_gpu.flash(q_BLHK, q_BLHK, q_BLHK, jnp.ones((1, 16), jnp.int32), interpret=False)
