@@ -14,7 +14,9 @@ slot", which is `attention_cpu.allowed` for a full pass (queries in slots
 0 ... L - 1); a KV-cache decode is not a full pass and keeps the reference.
 It wants as many kv heads as query heads: each of the G kv heads is repeated
 for its R = H / G query heads, and the transpose of that repeat sums their
-gradients back. Elsewhere than on a GPU it runs in Pallas interpret mode
+gradients back. Triton's dots want every dimension >= 16, so the sequence
+length needs blocks of 16 and, compiled, the head dim is at least 16.
+Elsewhere than on a GPU it runs in Pallas interpret mode
 (exact, slow): the equivalence tests.
 """
 import math
