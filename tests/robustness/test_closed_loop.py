@@ -16,6 +16,7 @@ def _stderr_of(script, *args):
   assert proc.returncode == 0 and proc.stdout == 'done\n', proc.stderr
   return proc.stderr
 
+
 # An entry point whose "save" fails while a TensorStore future is still
 # awaited; the loop is closed, then the future completes, and its callback
 # into the closed loop raises inside TensorStore (PyErr_WriteUnraisable).
