@@ -17,6 +17,27 @@ def _stderr_of(script, *args):
   return proc.stderr
 
 
+# The head of an entry point that loads, as `fake_orbax`, the module whose path
+# is its first argument: a file under a directory named orbax, as Orbax's are.
+_LOAD_FAKE_ORBAX = '''
+import gc
+import importlib.util
+import sys
+from moe_jax import cli
+
+spec = importlib.util.spec_from_file_location('fake_orbax', sys.argv.pop(1))
+fake_orbax = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fake_orbax)
+'''
+
+
+def _fake_orbax(tmp_path, source):
+  module = tmp_path / 'site' / 'orbax' / 'fake_orbax.py'
+  module.parent.mkdir(parents=True)
+  module.write_text(source)
+  return module
+
+
 # An entry point whose "save" fails while a TensorStore future is still
 # awaited; the loop is closed, then the future completes, and its callback
 # into the closed loop raises inside TensorStore (PyErr_WriteUnraisable).
@@ -61,23 +82,15 @@ def test_completions_into_a_closed_loop_print_nothing():
 # A save's writes that failed after the save was already given up: asyncio
 # logs each unretrieved task's error with the coroutine's file, here a module
 # under a directory named orbax (as Orbax's own are).
-_UNRETRIEVED = '''
+_UNRETRIEVED = _LOAD_FAKE_ORBAX + '''
 import asyncio
-import gc
-import importlib.util
-import sys
-from moe_jax import cli
-
-spec = importlib.util.spec_from_file_location('writes', sys.argv.pop(1))
-writes = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(writes)
 
 async def ours():
   raise ValueError('a failure of our own')
 
 def main(argv):
   loop = asyncio.new_event_loop()
-  tasks = [loop.create_task(writes.write_fragment()), loop.create_task(ours())]
+  tasks = [loop.create_task(fake_orbax.write_fragment()), loop.create_task(ours())]
   loop.run_until_complete(asyncio.sleep(0.01))
   loop.close()
   del tasks
@@ -89,10 +102,8 @@ cli.run_app(main)
 
 
 def test_unretrieved_orbax_writes_print_nothing(tmp_path):
-  module = tmp_path / 'site' / 'orbax' / 'writes.py'
-  module.parent.mkdir(parents=True)
-  module.write_text("async def write_fragment():\n"
-                    "  raise ValueError('RESOURCE_EXHAUSTED: No space left on device')\n")
+  module = _fake_orbax(tmp_path, "async def write_fragment():\n"
+                                  "  raise ValueError('RESOURCE_EXHAUSTED: No space left on device')\n")
   stderr = _stderr_of(_UNRETRIEVED, module)
   assert 'RESOURCE_EXHAUSTED' not in stderr, stderr
   assert 'a failure of our own' in stderr, stderr
@@ -102,16 +113,7 @@ def test_unretrieved_orbax_writes_print_nothing(tmp_path):
 # suspended at an await, which catches BaseException (as Orbax's
 # _read_array_index_and_device_put does), so closing it when it is collected
 # raises a new Exception instead of GeneratorExit.
-_ABANDONED = '''
-import gc
-import importlib.util
-import sys
-from moe_jax import cli
-
-spec = importlib.util.spec_from_file_location('reads', sys.argv.pop(1))
-reads = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(reads)
-
+_ABANDONED = _LOAD_FAKE_ORBAX + '''
 class Pending:
   def __await__(self):
     yield
@@ -123,7 +125,7 @@ async def ours():
     raise Exception('a read of our own')
 
 def main(argv):
-  for read in (reads.read_index(Pending), ours()):
+  for read in (fake_orbax.read_index(Pending), ours()):
     read.send(None)   # suspended at its await, never resumed
   gc.collect()
   print('done')
@@ -133,13 +135,11 @@ cli.run_app(main)
 
 
 def test_abandoned_orbax_reads_print_nothing(tmp_path):
-  module = tmp_path / 'site' / 'orbax' / 'reads.py'
-  module.parent.mkdir(parents=True)
-  module.write_text("async def read_index(pending):\n"
-                    "  try:\n"
-                    "    await pending()\n"
-                    "  except BaseException:\n"
-                    "    raise Exception('Encountered error while reading array index')\n")
+  module = _fake_orbax(tmp_path, "async def read_index(pending):\n"
+                                  "  try:\n"
+                                  "    await pending()\n"
+                                  "  except BaseException:\n"
+                                  "    raise Exception('Encountered error while reading array index')\n")
   stderr = _stderr_of(_ABANDONED, module)
   assert 'reading array index' not in stderr, stderr
   assert 'a read of our own' in stderr, stderr
