@@ -47,7 +47,9 @@ unnormalised gates halve each MLP's output at a uniform 4-2 router (the
 upcycle report's loss jump) and the router learns from the first step.
 `rescale=gate_mass,router_std=S` keeps the dense function instead
 (dense_to_moe), and `router_lr=M` trains the MoE runs' routers at M times
-the learning rate (`opt.router_lr_multiplier`).
+the learning rate (`opt.router_lr_multiplier`). `dus_placement=solar` grows
+the DUS rows by repeating the middle layers as one block (SOLAR's layout,
+moe_jax/upcycle/layout.py) instead of the default evenly spread copies.
 
 `seq_len` (0: 512 with a real `base`, whose imported config says 128) is the
 SFT row: the default mixture's records render to 240 tokens on average with
@@ -89,7 +91,8 @@ def _arg(arg):
                          grid='small' if small else 'full', data_dir='', evals='',
                          max_new_tokens=8 if small else 0, lr=1e-4, batch_size=0,
                          long_limit=0, long=True, loglik_limit=0, larger='', renormalize=False,
-                         rescale='none', router_std=0.0, router_lr=1.0, seq_len=0)
+                         rescale='none', router_std=0.0, router_lr=1.0, seq_len=0,
+                         dus_placement='spread')
   if arg.grid not in GRIDS:
     raise ValueError(f'grid={arg.grid!r} is not one of {", ".join(GRIDS)}')
   return arg
@@ -164,6 +167,9 @@ def get_hyper(h, arg=None):
   scale = f',rescale={arg.rescale},router_std={arg.router_std}' if arg.rescale != 'none' else ''
   router_lr = ({'config.opt.router_lr_multiplier': arg.router_lr} if arg.router_lr != 1.0
                else {})
+  place = arg.dus_placement
+  dus_up = lambda p: f'{GROW_DEPTH}:method=dus,percent={p}' + (
+      f',placement={place}' if place != 'spread' else '')
   moe = lambda e, k, seed: (f'{DENSE_TO_MOE}:experts={e},top_k={k},seed={seed},bias=False,'
                             f'renormalize={arg.renormalize}{scale}')
   if arg.base:
@@ -175,17 +181,16 @@ def get_hyper(h, arg=None):
   for seed in range(arg.seeds):
     runs = [('sft', {'config.init_from': base})]
     for p in dus:
-      deep = len(layout.depth_map(_base_config(arg), 'dus', percent=p))
-      runs.append((f'dus{p}', {'upcycle.config': f'{GROW_DEPTH}:method=dus,percent={p}',
-                               'config.model.num_layers': deep}))
+      deep = len(layout.depth_map(_base_config(arg), 'dus', percent=p, placement=place))
+      runs.append((f'dus{p}', {'upcycle.config': dus_up(p), 'config.model.num_layers': deep}))
     for e, k in experts:
       runs.append((f'moe{e}-{k}', {'upcycle.config': moe(e, k, seed),
                                    'config.moe.num_experts': e, 'config.moe.top_k': k,
                                    'config.moe.renormalize': arg.renormalize, **router_lr}))
     for p in dus_moe:
-      deep = len(layout.depth_map(_base_config(arg), 'dus', percent=p))
+      deep = len(layout.depth_map(_base_config(arg), 'dus', percent=p, placement=place))
       runs.append((f'dus{p}_moe4-2', {
-          'upcycle.config': f'{GROW_DEPTH}:method=dus,percent={p} + {moe(4, 2, seed)}',
+          'upcycle.config': f'{dus_up(p)} + {moe(4, 2, seed)}',
           'config.moe.num_experts': 4, 'config.moe.top_k': 2, 'config.model.num_layers': deep,
           'config.moe.renormalize': arg.renormalize, **router_lr}))
     if larger == 'wide':

@@ -53,6 +53,10 @@ def test_the_grids(monkeypatch):
   assert fast['moe4-2_s0']['config.opt.router_lr_multiplier'] == 10
   assert fast['dus40_moe4-2_s0']['config.opt.router_lr_multiplier'] == 10
   assert 'config.opt.router_lr_multiplier' not in fast['sft_s0']
+  solar = {p['name']: p for p in moesturizer.get_hyper(hyper, 'small,dus_placement=solar')}
+  assert solar['dus40_s0']['upcycle.config'].endswith('method=dus,percent=40,placement=solar')
+  assert solar['dus40_moe4-2_s0']['upcycle.config'].startswith(
+      f'{moesturizer.GROW_DEPTH}:method=dus,percent=40,placement=solar + ')
   assert points['dus40_s0']['upcycle.config'].endswith('grow_depth.py:method=dus,percent=40')
   assert 'config.moe.num_experts' not in points['dus40_s0']
   # The tiny Larger Dense holds 2 copies' worth of MLP: MoE 4-2's active size.

@@ -57,6 +57,20 @@ def test_dus_by_percent():
   np.testing.assert_array_equal(dst['layers_5/mlp/wo'], src['layers_3/mlp/wo'])
 
 
+def test_dus_solar_repeats_the_middle_as_one_block():
+  c = toy.config(layers=5)
+  assert layout.depth_map(c, 'dus', percent=40, placement='solar') == [0, 1, 2, 1, 2, 3, 4]
+  assert (layout.depth_map(c, 'dus', percent=100, placement='solar')
+          == layout.depth_map(c, 'stack', factor=2))
+  inter = toy.config(num_experts=4, layers=6, every=2)   # 3 units of [dense, moe]
+  assert layout.depth_map(inter, 'dus', percent=34, placement='solar') == [0, 1, 2, 3, 2, 3, 4, 5]
+  recipe, src, dst = _run('dus', c, toy.config(layers=7), dict(percent=40, placement='solar'))
+  assert recipe.args['layer_map'] == [0, 1, 2, 1, 2, 3, 4]
+  np.testing.assert_array_equal(dst['layers_3/mlp/wo'], src['layers_1/mlp/wo'])
+  with pytest.raises(ConfigError, match='upcycle.args.placement'):
+    layout.depth_map(c, 'dus', percent=40, placement='middle')
+
+
 def test_grow_width_noise_only_on_new_experts():
   src_c = toy.config(num_experts=4, top_k=1)
   _, src, dst = _run('grow_width', src_c, toy.config(num_experts=8, top_k=2), dict(alpha=0.1))

@@ -3,7 +3,8 @@ stacking (l1..ln, l1..ln) by a factor, or depth up-scaling by a percentage
 (`dus`, also its own name: grow_depth with method=dus).
 
 Args (defaults in brackets): method [interpose] | stack | dus, factor [2:
-upcycle.factor], percent (dus); layout.depth_map says which layers are copied
+upcycle.factor], percent and placement [spread] | solar (dus);
+layout.depth_map says which layers are copied
 and how interleaved patterns are kept.
 """
 from moe_jax.errors import ConfigError
@@ -12,13 +13,13 @@ from moe_jax.upcycle import recipes
 from moe_jax.upcycle.rules import Rule
 
 
-_DEFAULTS = dict(method='interpose', factor=2, percent=0.0)
+_DEFAULTS = dict(method='interpose', factor=2, percent=0.0, placement='spread')
 
 
 def _deeper(dst, src, factor, args, method=None):
   del factor   # args['factor'] defaults to upcycle.factor (transition.recipe_args)
   dst.model.num_layers = len(layout.depth_map(src, method or args['method'], args['factor'],
-                                              args['percent']))
+                                              args['percent'], args['placement']))
 
 
 @recipes.register('grow_depth', _DEFAULTS, target=_deeper, uses_factor=True)
@@ -27,7 +28,7 @@ def grow_depth(src, dst, args, method=None):
   if method:
     a['method'] = method
   recipes.same(src, dst, 'moe.num_experts', 'moe.every', 'moe.first_dense', 'moe.top_k')
-  lmap = layout.depth_map(src, a['method'], a['factor'], a['percent'])
+  lmap = layout.depth_map(src, a['method'], a['factor'], a['percent'], a['placement'])
   if dst.model.num_layers != len(lmap):
     raise ConfigError(f"grow_depth {a['method']} of {src.model.num_layers} layers gives "
                       f'{len(lmap)}; the target has model.num_layers={dst.model.num_layers}')
