@@ -4,8 +4,8 @@ stacking (l1..ln, l1..ln) by a factor, or depth up-scaling by a percentage
 
 Args (defaults in brackets): method [interpose] | stack | dus, factor [2:
 upcycle.factor], percent and placement [spread] | solar (dus);
-layout.depth_map says which layers are copied
-and how interleaved patterns are kept.
+layout.depth_map says which layers are copied and how interleaved patterns
+are kept.
 """
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import layout, ops
