@@ -167,35 +167,36 @@ def get_hyper(h, arg=None):
   scale = f',rescale={arg.rescale},router_std={arg.router_std}' if arg.rescale != 'none' else ''
   router_lr = ({'config.opt.router_lr_multiplier': arg.router_lr} if arg.router_lr != 1.0
                else {})
+  base_config = _base_config(arg)   # once: with a real base it reads its config.json
   place = arg.dus_placement
   dus_up = lambda p: f'{GROW_DEPTH}:method=dus,percent={p}' + (
       f',placement={place}' if place != 'spread' else '')
+  deep = {p: len(layout.depth_map(base_config, 'dus', percent=p, placement=place))
+          for p in {*dus, *dus_moe}}
   moe = lambda e, k, seed: (f'{DENSE_TO_MOE}:experts={e},top_k={k},seed={seed},bias=False,'
                             f'renormalize={arg.renormalize}{scale}')
   if arg.base:
     base, larger, points = arg.base, arg.larger, []
   else:
-    wide = {'config.model.d_ff': 2 * _base_config(arg).model.d_ff}
+    wide = {'config.model.d_ff': 2 * base_config.model.d_ff}
     base, larger = h.run('base'), h.run('larger')
     points = [_stand_in(h, 'base', evaluate), _stand_in(h, 'larger', evaluate, **wide)]
   for seed in range(arg.seeds):
     runs = [('sft', {'config.init_from': base})]
     for p in dus:
-      deep = len(layout.depth_map(_base_config(arg), 'dus', percent=p, placement=place))
-      runs.append((f'dus{p}', {'upcycle.config': dus_up(p), 'config.model.num_layers': deep}))
+      runs.append((f'dus{p}', {'upcycle.config': dus_up(p), 'config.model.num_layers': deep[p]}))
     for e, k in experts:
       runs.append((f'moe{e}-{k}', {'upcycle.config': moe(e, k, seed),
                                    'config.moe.num_experts': e, 'config.moe.top_k': k,
                                    'config.moe.renormalize': arg.renormalize, **router_lr}))
     for p in dus_moe:
-      deep = len(layout.depth_map(_base_config(arg), 'dus', percent=p, placement=place))
       runs.append((f'dus{p}_moe4-2', {
           'upcycle.config': f'{dus_up(p)} + {moe(4, 2, seed)}',
-          'config.moe.num_experts': 4, 'config.moe.top_k': 2, 'config.model.num_layers': deep,
+          'config.moe.num_experts': 4, 'config.moe.top_k': 2, 'config.model.num_layers': deep[p],
           'config.moe.renormalize': arg.renormalize, **router_lr}))
     if larger == 'wide':
       runs.append(('larger_sft', {'upcycle.config': WIDEN_MLP,
-                                  'config.model.d_ff': 2 * _base_config(arg).model.d_ff}))
+                                  'config.model.d_ff': 2 * base_config.model.d_ff}))
     elif larger and arg.base:   # the imported larger model: its own shapes, from its config.json
       runs.append(('larger_sft', {'config.init_from': larger, **_larger_keys(arg)}))
     elif larger:
