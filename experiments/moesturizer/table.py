@@ -5,8 +5,9 @@ r"""Seed 004's table from a launched moesturizer sweep.
 Reads every RUN/benchmarks.<i>.jsonl (moe_jax.evaluate's lines) and prints a
 markdown table per mode: one row per model (runs `<model>_s<seed>` pooled
 over seeds), one column per task, accuracy in %. One seed: the accuracy and
-its 95 % interval; several: the mean and the seeds' spread (min-max), with n
-questions per seed. Both modes add the share of the multiple-choice answers
+its 95 % interval; several: the mean, Wilson's 95 % interval for it at the n
+questions of one seed (every seed answers the same questions, so pooling
+them would not narrow it), and the seeds' spread (min-max). Both modes add the share of the multiple-choice answers
 each letter got (pooled over tasks and seeds; loglik: the letter of the
 choice it picks) and, below the table, the gold letters' shares: a model
 that answers one letter to everything scores that letter's gold share.
@@ -28,6 +29,7 @@ import re
 from absl import flags
 
 from moe_jax import cli
+from moe_jax.eval import harness
 from moe_jax.errors import ConfigError
 
 _SEED = re.compile(r'_s\d+$')
@@ -91,7 +93,10 @@ def _cell(rs):
     lo, hi = rs[0]['ci95']
     return f'{100 * rs[0]["accuracy"]:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]'
   accs = [100 * r['accuracy'] for r in rs]
-  return f'{sum(accs) / len(accs):.1f} ({min(accs):.1f}-{max(accs):.1f}, {len(rs)} seeds)'
+  mean, n = sum(accs) / len(accs), rs[0]['n']
+  lo, hi = harness.wilson(mean / 100 * n, n)
+  return (f'{mean:.1f} [{100 * lo:.0f}, {100 * hi:.0f}] ({min(accs):.1f}-{max(accs):.1f}, '
+          f'{len(rs)} seeds)')
 
 
 def _letters(rs, key='letters'):

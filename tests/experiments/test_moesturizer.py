@@ -116,7 +116,7 @@ def test_table_pools_seeds(tmp_path):
         task='arc_easy', mode='generate', n=4, accuracy=acc, ci95=[0.1, 0.9])) + '\n')
   text = table.table(str(tmp_path))
   assert '| base | 50.0 [10, 90] | not recorded | - | - |' in text
-  assert '| sft | 50.0 (25.0-75.0, 2 seeds) | not recorded | - | - |' in text
+  assert '| sft | 50.0 [15, 85] (25.0-75.0, 2 seeds) | not recorded | - | - |' in text
 
 
 def test_table_shows_the_answer_letters_in_both_modes(tmp_path):
@@ -152,7 +152,7 @@ def test_table_shows_the_router_of_the_last_logged_step(tmp_path):
         dict(step=1, loss=2.0, **early), dict(step=2, loss=1.0, **{'moe/dispatch/x': 1}, **late),
         dict(step=2, val_loss=1.5))))
   text = table.table(str(tmp_path))
-  assert '| moe4-2 | 50.0 (50.0-50.0, 2 seeds) | not recorded | H 1.100 / 1.386, CV 0.30, ' \
+  assert '| moe4-2 | 50.0 [15, 85] (50.0-50.0, 2 seeds) | not recorded | H 1.100 / 1.386, CV 0.30, ' \
          'max load 70 % |' in text
 
 
