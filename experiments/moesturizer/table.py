@@ -7,10 +7,11 @@ markdown table per mode: one row per model (runs `<model>_s<seed>` pooled
 over seeds), one column per task, accuracy in %. One seed: the accuracy and
 its 95 % interval; several: the mean, Wilson's 95 % interval for it at the n
 questions of one seed (every seed answers the same questions, so pooling
-them would not narrow it), and the seeds' spread (min-max). Both modes add the share of the multiple-choice answers
-each letter got (pooled over tasks and seeds; loglik: the letter of the
-choice it picks) and, below the table, the gold letters' shares: a model
-that answers one letter to everything scores that letter's gold share.
+them would not narrow it), and the seeds' spread (min-max). Both modes add
+the share of the multiple-choice answers each letter got (pooled over tasks
+and seeds; loglik: the letter of the choice it picks) and, below the table,
+the gold letters' shares: a model that answers one letter to everything
+scores that letter's gold share.
 Generate mode adds, of the responses whose first line is a choice's text
 (sft_mix's choice_letter form), how many wrote the right choice and how
 many named that choice's letter (harness.letter_counts' `choice_text`). The
@@ -29,8 +30,8 @@ import re
 from absl import flags
 
 from moe_jax import cli
-from moe_jax.eval import harness
 from moe_jax.errors import ConfigError
+from moe_jax.eval import harness
 
 _SEED = re.compile(r'_s\d+$')
 
