@@ -152,8 +152,8 @@ def test_table_shows_the_router_of_the_last_logged_step(tmp_path):
         dict(step=1, loss=2.0, **early), dict(step=2, loss=1.0, **{'moe/dispatch/x': 1}, **late),
         dict(step=2, val_loss=1.5))))
   text = table.table(str(tmp_path))
-  assert '| moe4-2 | 50.0 [15, 85] (50.0-50.0, 2 seeds) | not recorded | H 1.100 / 1.386, CV 0.30, ' \
-         'max load 70 % |' in text
+  assert ('| moe4-2 | 50.0 [15, 85] (50.0-50.0, 2 seeds) | not recorded | '
+          'H 1.100 / 1.386, CV 0.30, max load 70 % |') in text
 
 
 def test_small_grid_end_to_end(tmp_path):   # 7 runs, 16 processes: ~80 s of CPU
