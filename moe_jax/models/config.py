@@ -18,6 +18,7 @@ ATTENTIONS = ('auto', 'reference', 'blocked', 'pallas')
 DTYPES = ('float32', 'bfloat16', 'float16')
 ROPE_SCALINGS = ('none', 'llama3')
 NORM_POSITIONS = ('pre', 'post')
+CROSS_ENTROPIES = ('reference', 'fused')   # models/losses.py
 REMATS = ('none', 'full', 'save_dots', 'save_dots_no_batch', 'save_moe')  # models/remat.py
 
 
@@ -90,6 +91,9 @@ class ModelConfig:
   # training (0: one [B, L, V]).
   remat: str = 'none'
   loss_chunk: int = 0
+  # reference | fused: the per-token loss without float32 [tokens, V] passes
+  # (models/losses.py); opt-in until a GPU has timed it against the reference.
+  cross_entropy: str = 'reference'
   # The block stack as scans over its periods (models/scan.py): less compile
   # time per layer (docs/benchmarks.md, "Memory"); same params tree, same function.
   scan_layers: bool = False
@@ -153,6 +157,7 @@ class ModelConfig:
     _check_choice('model.attention', self.attention, ATTENTIONS)
     _check_choice('model.norm_position', self.norm_position, NORM_POSITIONS)
     _check_choice('model.remat', self.remat, REMATS)
+    _check_choice('model.cross_entropy', self.cross_entropy, CROSS_ENTROPIES)
     if not isinstance(self.scan_layers, bool):
       raise ConfigError(f'model.scan_layers={self.scan_layers!r} must be True or False')
     if self.loss_chunk < 0:

@@ -23,7 +23,7 @@ own capacity (dropped_frac is then a token-weighted mean).
 import jax
 import jax.numpy as jnp
 
-from moe_jax.models import losses, router, stacking, transformer
+from moe_jax.models import layers, losses, router, stacking, transformer
 
 # Tokens per device of one microbatch under grad_accum_steps=0 on CPU. XLA:CPU
 # runs the step as whole-array passes whose speed is set by memory traffic,
@@ -93,17 +93,24 @@ def forward(model, params, batch, rng, hidden=False, expert_load=None):
 
 
 def loss_terms(model, params, batch, rng, expert_load=None):
-  """(mean cross-entropy, target count, aux) of one batch; with
-  `model.loss_chunk` the LM head and the loss run chunk by chunk."""
+  """(mean cross-entropy, target count, aux) of one batch. With
+  `model.loss_chunk` the LM head and the loss run chunk by chunk; with
+  `model.cross_entropy='fused'` the logits stay in the compute dtype
+  (models/losses.py), so the head is applied here rather than by the model,
+  which returns float32 logits."""
   cfg = model.cfg
-  if not cfg.loss_chunk:
+  if not cfg.loss_chunk and cfg.cross_entropy == 'reference':
     logits_BLV, aux = forward(model, params, batch, rng, expert_load=expert_load)
     ce, count = losses.cross_entropy(logits_BLV, batch['targets'], batch['loss_mask'])
     return ce, count, aux
   x_BLD, aux = forward(model, params, batch, rng, hidden=True, expert_load=expert_load)
-  ce, count = losses.chunked_cross_entropy(x_BLD, transformer.head_weight(params, cfg),
-                                           batch['targets'], batch['loss_mask'],
-                                           cfg.loss_chunk)
+  w_DV = transformer.head_weight(params, cfg)
+  if cfg.loss_chunk:
+    ce, count = losses.chunked_cross_entropy(x_BLD, w_DV, batch['targets'], batch['loss_mask'],
+                                             cfg.loss_chunk, cfg.cross_entropy)
+  else:
+    ce, count = losses.cross_entropy(layers.dense(x_BLD, w_DV), batch['targets'],
+                                     batch['loss_mask'], cfg.cross_entropy)
   return ce, count, aux
 
 
