@@ -22,6 +22,7 @@ import jax.numpy as jnp
 
 from moe_jax.errors import ConfigError
 from moe_jax.kernels import attention_cpu
+from moe_jax.kernels import attention_cudnn
 from moe_jax.kernels import attention_gpu
 from moe_jax.models import layers
 from moe_jax.models import rope
@@ -49,6 +50,9 @@ def resolve(name, platform=None, mesh=None):
     # A Triton kernel: XLA cannot split it over a mesh, and TPUs do not run it.
     raise ConfigError("model.attention='pallas' runs on one GPU (or in interpret mode on "
                       'CPU); use model.attention=reference on a mesh or a TPU')
+  if name == 'cudnn' and (platform or jax.default_backend()) == 'tpu':
+    raise ConfigError("model.attention='cudnn' runs on a GPU (or as its XLA twin on CPU); "
+                      'use model.attention=reference on a TPU')
   if name != 'auto':
     return name
   if multi_device:
@@ -92,8 +96,9 @@ class Attention(nn.Module):
     path = resolve(cfg.attention, mesh=jax.sharding.get_abstract_mesh())
     # A KV-cache decode is no full pass, and `init` (often on a few dummy
     # tokens) only shapes the parameters: both take the reference.
-    if path == 'pallas' and not (decode or self.is_initializing()):
-      out_BLHK = attention_gpu.flash(q_BLHK, k_BLGK, v_BLGK, segment_ids_BL)
+    if path in ('pallas', 'cudnn') and not (decode or self.is_initializing()):
+      kernel = attention_gpu.flash if path == 'pallas' else attention_cudnn.attention
+      out_BLHK = kernel(q_BLHK, k_BLGK, v_BLGK, segment_ids_BL)
       return layers.dense(out_BLHK, w_o, in_dims=2)
 
     q_slots_L = jnp.arange(length)

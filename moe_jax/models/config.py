@@ -14,7 +14,7 @@ SCORES = ('softmax', 'sigmoid')
 ORDERS = ('softmax_then_topk', 'topk_then_softmax')
 BALANCE_SCOPES = ('global', 'sequence')
 ROUTER_LOSS_REDUCTIONS = ('sum', 'mean')
-ATTENTIONS = ('auto', 'reference', 'blocked', 'pallas')
+ATTENTIONS = ('auto', 'reference', 'blocked', 'pallas', 'cudnn')
 DTYPES = ('float32', 'bfloat16', 'float16')
 ROPE_SCALINGS = ('none', 'llama3')
 NORM_POSITIONS = ('pre', 'post')
@@ -85,6 +85,7 @@ class ModelConfig:
   dtype: str = 'float32'         # compute dtype; params stay float32
   init_std: float = 0.02
   # auto (per platform) | reference | blocked (kernels/attention_cpu.py) | pallas (attention_gpu.py)
+  # | cudnn (attention_cudnn.py)
   attention: str = 'auto'
   # Memory (models/remat.py; docs/benchmarks.md, "Memory"): what each block
   # keeps for the backward pass, and tokens per chunk of the LM head + loss in
@@ -137,6 +138,7 @@ class ModelConfig:
     """Raises ConfigError (one line, naming the key) for an unbuildable model."""
     # The registries import JAX; this module does not, so workdir/files.py and
     # `python -m moe_jax.lineage` stay fast.
+    from moe_jax.kernels import attention_cudnn  # pylint: disable=g-import-not-at-top
     from moe_jax.models import dispatch, routers  # pylint: disable=g-import-not-at-top
     for group, cfg in (('model', self), ('moe', self.moe)):   # nan passes every comparison
       for field in dataclasses.fields(cfg):
@@ -155,6 +157,8 @@ class ModelConfig:
       raise ConfigError(f'model.head_dim={self.head_dim} must be even (RoPE rotates pairs)')
     _check_choice('model.dtype', self.dtype, DTYPES)
     _check_choice('model.attention', self.attention, ATTENTIONS)
+    if self.attention == 'cudnn':
+      attention_cudnn.check(self.dtype, self.head_dim)
     _check_choice('model.norm_position', self.norm_position, NORM_POSITIONS)
     _check_choice('model.remat', self.remat, REMATS)
     _check_choice('model.cross_entropy', self.cross_entropy, CROSS_ENTROPIES)
