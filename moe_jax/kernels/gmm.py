@@ -81,7 +81,7 @@ def _tgmm_kernel(start_ref, count_ref, lhs_ref, dout_ref, out_ref, *, tm, tk,
   out_ref[...] = acc_KN.astype(out_ref.dtype)
 
 
-def _on_mosaic_gpu(b, *operands):
+def on_mosaic_gpu(b, *operands):
   """Whether b's Mosaic GPU kernels take these operands (gmm_mgpu.supports:
   16-bit only; f32 stays on the Triton kernels)."""
   return b.kernels == 'mosaic_gpu' and gmm_mgpu.supports(*(a.dtype for a in operands))
@@ -92,7 +92,7 @@ def gmm_raw(lhs_RK, rhs, routing, b, transpose_rhs=False, out_dtype=None):
   transpose_rhs."""
   if b.kernels == 'mosaic':
     return gmm_tpu.gmm(lhs_RK, rhs, routing, b, transpose_rhs, out_dtype)
-  if _on_mosaic_gpu(b, lhs_RK, rhs):
+  if on_mosaic_gpu(b, lhs_RK, rhs):
     return gmm_mgpu.gmm(lhs_RK, rhs, routing, b, transpose_rhs, out_dtype)
   rows, k_dim = lhs_RK.shape
   n_dim = rhs.shape[1] if transpose_rhs else rhs.shape[2]
@@ -123,7 +123,7 @@ def tgmm_raw(lhs_RK, dout_RN, routing, b, out_dtype):
   """Per-expert lhs^T @ dout over that expert's row tiles: [E, K, N]."""
   if b.kernels == 'mosaic':
     return gmm_tpu.tgmm(lhs_RK, dout_RN, routing, b, out_dtype)
-  if _on_mosaic_gpu(b, lhs_RK, dout_RN):
+  if on_mosaic_gpu(b, lhs_RK, dout_RN):
     return gmm_mgpu.tgmm(lhs_RK, dout_RN, routing, b, out_dtype)
   k_dim, n_dim = lhs_RK.shape[1], dout_RN.shape[1]
   num_experts = routing.counts_E.shape[0]
@@ -173,7 +173,7 @@ def swiglu(x_RD, wi_0_EDF, wi_1_EDF, routing, b):
   """a_RF = silu(x @ wi_0[g]) * (x @ wi_1[g]): one fused kernel where b asks
   for it (`Backend.fuse_gate`) and its Mosaic GPU kernels take the operands,
   else two `gmm`s and XLA's silu * mul."""
-  if b.fuse_gate and _on_mosaic_gpu(b, x_RD, wi_0_EDF, wi_1_EDF):
+  if b.fuse_gate and on_mosaic_gpu(b, x_RD, wi_0_EDF, wi_1_EDF):
     return swiglu_gate(x_RD, wi_0_EDF, wi_1_EDF, routing, b)
   return jax.nn.silu(gmm(x_RD, wi_0_EDF, routing, b)) * gmm(x_RD, wi_1_EDF, routing, b)
 

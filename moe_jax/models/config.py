@@ -191,13 +191,11 @@ class ModelConfig:
     _check_choice('moe.balance_scope', m.balance_scope, BALANCE_SCOPES)
     _check_choice('moe.router_loss_reduction', m.router_loss_reduction, ROUTER_LOSS_REDUCTIONS)
     _check_choice('moe.dispatch', m.dispatch, dispatch.NAMES)
-    if m.dispatch == 'pallas_mosaic_gpu':
-      d_ff = m.d_ff or self.d_ff
-      if self.dtype not in ('bfloat16', 'float16') or self.d_model % 128 or d_ff % 128:
-        raise ConfigError(
-            "moe.dispatch='pallas_mosaic_gpu' needs model.dtype bfloat16 or float16 and "
-            'model.d_model and the experts\' d_ff in multiples of 128 (its wgmma tiles), got '
-            f'{self.dtype}, d_model={self.d_model}, d_ff={d_ff}; use moe.dispatch=\'pallas\'')
+    if m.dispatch == 'pallas_mosaic_gpu' and self.dtype not in ('bfloat16', 'float16'):
+      # Any d_model and d_ff: moe_ffn pads them to the kernels' tiles.
+      raise ConfigError(
+          "moe.dispatch='pallas_mosaic_gpu' needs model.dtype bfloat16 or float16 (wgmma's "
+          f"16-bit operands), got {self.dtype}; use moe.dispatch='pallas'")
     if not 1 <= m.top_k <= m.num_experts:
       raise ConfigError(f'moe.top_k={m.top_k} must be in [1, moe.num_experts={m.num_experts}]')
     if m.d_ff <= 0:

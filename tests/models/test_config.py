@@ -56,8 +56,6 @@ def test_layer_pattern(moe, layers, want):
     ({}, dict(num_experts=4, order='random'), "moe.order='random'"),
     ({}, dict(num_experts=4, dispatch='sorted'), "moe.dispatch='sorted'"),
     ({}, dict(num_experts=4, dispatch='pallas_mosaic_gpu'), 'got float32'),
-    (dict(dtype='bfloat16', d_model=96, num_heads=4, num_kv_heads=4, head_dim=24),
-     dict(num_experts=4, dispatch='pallas_mosaic_gpu'), 'd_model=96'),
     ({}, dict(num_experts=4, balance_scope='batch'), "moe.balance_scope='batch'"),
     ({}, dict(num_experts=4, router_loss_reduction='avg'), "moe.router_loss_reduction='avg'"),
     ({}, dict(num_experts=4, order='topk_then_softmax', score='sigmoid'), 'moe.order'),
