@@ -41,9 +41,11 @@ from moe_jax.train import program as program_lib
 from moe_jax.workdir import placement
 
 FULL = dict(preset='10layer', vocab_size=32_000, seq_len=1024, batch_per_device=8,
-            dtype='bfloat16', remat='none', attention='auto', loss_chunk=0, warmup=3, reps=20)
+            dtype='bfloat16', remat='none', attention='auto', loss_chunk=0,
+            cross_entropy='reference', warmup=3, reps=20)
 SMALL = dict(preset='tiny', vocab_size=259, seq_len=32, batch_per_device=2,
-             dtype='float32', remat='none', attention='auto', loss_chunk=0, warmup=1, reps=3)
+             dtype='float32', remat='none', attention='auto', loss_chunk=0,
+             cross_entropy='reference', warmup=1, reps=3)
 
 
 def parse_meshes(text):
@@ -92,6 +94,7 @@ def make_config(grid, num_experts, top_k, sizes):
   config.model.remat = grid['remat']
   config.model.attention = grid['attention']
   config.model.loss_chunk = grid['loss_chunk']
+  config.model.cross_entropy = grid['cross_entropy']
   n = math.prod(sizes.values())
   config.mesh.update(data=1, fsdp=1, expert=1, tensor=1, num_devices=n)
   config.mesh.update(sizes)
@@ -139,7 +142,8 @@ def run_row(grid, args, sizes):
   config, n = make_config(grid, args.experts, args.top_k, sizes)
   row = dict(preset=grid['preset'], dispatch=grid['dispatch'], mesh=sizes, devices=n,
              global_batch=config.batch_size, seq_len=config.seq_len, remat=grid['remat'],
-             attention=grid['attention'], loss_chunk=grid['loss_chunk'])
+             attention=grid['attention'], loss_chunk=grid['loss_chunk'],
+             cross_entropy=grid['cross_entropy'])
   try:
     seconds, first, flops, logits_flops, loss = bench_mesh(config, grid['warmup'], grid['reps'])
   except Exception as err:  # pylint: disable=broad-except
@@ -152,7 +156,16 @@ def run_row(grid, args, sizes):
   return dict(row, step_ms=seconds * 1e3, warmup_s=first, tokens_per_s=tokens_per_s,
               tokens_per_s_per_device=tokens_per_s / n, tflops_per_device=tflops,
               mfu=tflops * 1e12 / grid['peak'] if grid['peak'] else None,
-              mfu_with_logits=with_logits / grid['peak'] if grid['peak'] else None, loss=loss)
+              mfu_with_logits=with_logits / grid['peak'] if grid['peak'] else None, loss=loss,
+              peak_bytes_in_use=_peak_bytes())
+
+
+def _peak_bytes():
+  """The device's peak bytes in use so far in this process (None where the
+  backend keeps no statistics, as XLA:CPU): a later row reports the most of
+  every row before it too."""
+  stats = jax.devices()[0].memory_stats()
+  return stats.get('peak_bytes_in_use') if stats else None
 
 
 def main(argv=None):
@@ -174,10 +187,14 @@ def main(argv=None):
                   help="model.attention value(s), e.g. 'pallas,reference'")
   ap.add_argument('--loss_chunk', default='0',
                   help="model.loss_chunk value(s), e.g. '0,4096' (0: the whole batch's logits)")
+  ap.add_argument('--cross_entropy', default='reference',
+                  help="model.cross_entropy value(s): 'reference,fused' (models/losses.py)")
+  ap.add_argument('--dtype', default=None, help="model.dtype (default: the grid's)")
   args = ap.parse_args(argv)
   placement.initialize(common.mesh())   # joins a run of moe_jax.multiprocess, if any
   grid = dict(SMALL if args.small else FULL)
-  grid.update({k: v for k, v in dict(seq_len=args.seq_len, remat=args.remat).items() if v})
+  grid.update({k: v for k, v in dict(seq_len=args.seq_len, remat=args.remat,
+                                     dtype=args.dtype).items() if v})
   batches = [int(b) for b in args.batch_per_device.split(',') if b] or [grid['batch_per_device']]
   meshes = parse_meshes(args.meshes) or [
       m for m in default_meshes(jax.device_count(), args.experts)
@@ -199,11 +216,11 @@ def main(argv=None):
                       'block_until_ready; median reported'))
   rows = []
   presets = (args.preset or grid['preset']).split(',')
-  for preset, dispatch, batch, attention, loss_chunk in itertools.product(
+  for preset, dispatch, batch, attention, loss_chunk, cross_entropy in itertools.product(
       presets, args.dispatch.split(','), batches, args.attention.split(','),
-      [int(c) for c in args.loss_chunk.split(',')]):
+      [int(c) for c in args.loss_chunk.split(',')], args.cross_entropy.split(',')):
     runs = dict(grid, preset=preset, dispatch=dispatch, batch_per_device=batch,
-                attention=attention, loss_chunk=loss_chunk)
+                attention=attention, loss_chunk=loss_chunk, cross_entropy=cross_entropy)
     first = len(rows)
     for sizes in meshes:
       rows.append(run_row(runs, args, sizes))
@@ -217,6 +234,7 @@ def main(argv=None):
 
 def _line(row):
   chunk = f" chunk{row['loss_chunk']}" if row['loss_chunk'] else ''
+  chunk += ' fused' if row.get('cross_entropy') == 'fused' else ''
   mesh = (f"{row['preset']} {row['dispatch']} {row['attention']}{chunk} b{row['global_batch']} "
           + ','.join(f'{k}={v}' for k, v in row['mesh'].items()))
   if 'error' in row:

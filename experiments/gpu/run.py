@@ -1,0 +1,301 @@
+r"""The GPU session's one prepared call: tests, workflow, speed rows, memory.
+
+  python -m experiments.gpu.run --out=DIR              # first thing on a lent GPU
+  python -m experiments.gpu.run --out=DIR --dry_run    # the same steps, tiny, on CPU
+
+Runs each step as subprocesses of the real commands, time-bounded, and
+writes DIR/gpu_run.json after every step (provenance: commit, dirty flag,
+versions, device, date, command), so a call cut short keeps what finished.
+A failed or timed-out step is recorded and the next one runs.
+
+  tests     the GPU test subset (kernels, attention, loss) under pytest; beside
+            it, `plan --memory` of the workflow's model and of `10layer` at
+            16 x 1024 (memory: the compiled step's memory_analysis on this
+            backend), which compile only
+  workflow  experiments/gpu/config.py:workflow (~90M parameters, MoE 4 -> 8
+            experts at tau in the run): an uninterrupted run and one that
+            gets SIGTERM after tau (experiments/gpu/term_at.py) side by side,
+            the second resumed by the same command; the losses of every
+            step compared; `evaluate`; `export_hf`; the export's logits in
+            transformers against moe_jax's (experiments/gpu/hf_logits.py)
+  speed     experiments.bench.mesh_step on one device: `10layer`, 16
+            sequences, pallas_mosaic_gpu, attention reference / cudnn /
+            pallas; the loss fused whole and fused in chunks of 4096 (the
+            baseline: the reference row before); seed 002's 8x0.5b at 8
+            sequences, attention reference / cudnn. MFU by the repository's
+            count and with the output projection (mesh_step's `mfu`,
+            `mfu_with_logits`), and the device's peak bytes in use.
+
+--dry_run runs every step at tiny shapes on the CPU, one row per speed step
+(`collect-only` for the tests; cudnn attention as its XLA twin; no pallas
+row, whose interpret mode is slow): what tests/experiments/test_gpu_run.py
+runs.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+from experiments.bench import cpu_step
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_CONFIG = 'experiments/gpu/config.py'
+
+# The GPU tests: compiled kernels, attention, loss. The f32 device-tile case
+# hangs in XLA's compiler (docs/benchmarks.md, H200 run of the queue).
+TESTS = ['tests/kernels/test_device.py', 'tests/kernels/test_gmm_mgpu.py',
+         'tests/kernels/test_gate_mgpu.py', 'tests/kernels/test_mgpu_padding.py',
+         'tests/models/test_attention_cudnn.py', 'tests/models/test_attention_pallas.py',
+         'tests/models/test_losses.py']
+TESTS_DESELECT = 'not (float32 and device_tiles)'
+
+# Seconds per step on the device (8 minutes in all), and in the dry run.
+BUDGET = dict(tests=110, workflow=170, speed_attention=100, speed_loss=60, speed_8x05b=50)
+DRY_BUDGET = dict(tests=60, workflow=90, speed_attention=60, speed_loss=60, speed_8x05b=60)
+
+
+def _run(cmd, timeout, env=None, background=False):
+  """Runs cmd (a list) in its own process group; {cmd, rc, seconds, timed_out,
+  stdout, tail}. background=True returns the Popen to `_wait` on instead."""
+  proc = subprocess.Popen(cmd, cwd=_REPO, env=env or _env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
+  proc.started, proc.timeout = time.monotonic(), timeout
+  return proc if background else _wait(proc)
+
+
+def _wait(proc):
+  try:
+    out, _ = proc.communicate(timeout=max(1, proc.timeout - (time.monotonic() - proc.started)))
+    timed_out = False
+  except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, signal.SIGKILL)
+    out, _ = proc.communicate()
+    timed_out = True
+  return dict(cmd=shlex.join(proc.args), rc=proc.returncode, timed_out=timed_out,
+              seconds=round(time.monotonic() - proc.started, 1), stdout=out,
+              tail=out[-1500:])
+
+
+def _env(**extra):
+  env = dict(os.environ, PYTHONPATH=_REPO, **extra)
+  env.pop('XLA_FLAGS', None) if 'XLA_FLAGS' not in extra else None
+  return env
+
+
+def _json_line(result):
+  """The last JSON object line a command printed, or None."""
+  for line in reversed(result['stdout'].splitlines()):
+    if line.startswith('{'):
+      try:
+        return json.loads(line)
+      except json.JSONDecodeError:
+        pass
+  return None
+
+
+def _brief(command, **more):
+  """A command's record without its whole output."""
+  return dict({k: v for k, v in command.items() if k != 'stdout'}, **more)
+
+
+def _py(module, *args):
+  return [sys.executable, '-m', module, *args]
+
+
+class Context:
+  """What the steps share: the output folder, sizes and each step's deadline."""
+
+  def __init__(self, out, dry_run):
+    self.out, self.dry_run = out, dry_run
+    self.budget = DRY_BUDGET if dry_run else BUDGET
+    self.tiny = ',tiny' if dry_run else ''
+
+  def config(self, name):
+    return f'--config={_CONFIG}:{name}{self.tiny}'
+
+
+def step_tests(ctx):
+  """pytest on the GPU subset, with the two memory plans compiling beside it."""
+  budget = ctx.budget['tests']
+  # Compile-only processes: they allocate nothing, so the GPU stays the tests'.
+  quiet = _env(XLA_PYTHON_CLIENT_PREALLOCATE='false')
+  plans = {name: _run(_py('moe_jax.plan', '--memory', ctx.config(name)), budget, quiet,
+                      background=True) for name in ('workflow', '10layer')}
+  junit = os.path.join(ctx.out, 'tests.xml')
+  args = ['--collect-only'] if ctx.dry_run else [f'--junitxml={junit}']
+  tests = _run(_py('pytest', '-q', '-p', 'no:xdist', '-p', 'no:cacheprovider', '-k',
+                   TESTS_DESELECT, *args, *TESTS), budget, quiet)
+  summary = (tests['stdout'].strip().splitlines() or [''])[-1]
+  memory = {}
+  for name, proc in plans.items():
+    result = _wait(proc)
+    memory[name] = _brief(result, plan=_json_line(result))
+  ok = tests['rc'] == 0
+  return dict(status='ok' if ok else 'failed', summary=summary, tests=_brief(tests),
+              memory_plan=memory)
+
+
+def _losses(workdir):
+  """{step: loss} of a workdir's metrics.jsonl (a resumed run's last line per step)."""
+  out = {}
+  path = os.path.join(workdir, 'metrics.jsonl')
+  if os.path.exists(path):
+    with open(path) as f:
+      for line in f:
+        row = json.loads(line)
+        if 'loss' in row:
+          out[row['step']] = row['loss']
+  return out
+
+
+def step_workflow(ctx):
+  """Train with an in-run 2x transition, SIGTERM and resume, evaluate, export."""
+  deadline = time.monotonic() + ctx.budget['workflow']
+  left = lambda: max(1.0, deadline - time.monotonic())
+  root = os.path.join(ctx.out, 'workflow')
+  whole, cut, hf = (os.path.join(root, n) for n in ('uninterrupted', 'interrupted', 'hf'))
+  config = ctx.config('workflow')
+  # Three quarters of the way, after the transition at half.
+  steps = 8 if ctx.dry_run else 200
+  term_at = steps * 3 // 4
+  # Two runs at once on one GPU: each gets a third of its memory. XLA's
+  # deterministic reductions, so equal means equal.
+  env = _env(XLA_PYTHON_CLIENT_MEM_FRACTION='0.3',
+             XLA_FLAGS='' if ctx.dry_run else '--xla_gpu_deterministic_ops=true')
+  procs = dict(uninterrupted=_run(_py('moe_jax.main', config, f'--workdir={whole}'), left(), env,
+                                  background=True),
+               interrupted=_run(_py('experiments.gpu.term_at', f'--term_at_batch={term_at}',
+                                    config, f'--workdir={cut}'), left(), env, background=True))
+  out = {name: _brief(_wait(p)) for name, p in procs.items()}
+  out['resumed'] = _brief(_run(_py('moe_jax.main', config, f'--workdir={cut}'), left(), env))
+  want, got = _losses(whole), _losses(cut)
+  diffs = [abs(got[s] - want[s]) for s in want if s in got]
+  out['losses'] = dict(steps=len(want), compared=len(diffs),
+                       max_abs_diff=max(diffs) if diffs else None,
+                       final=want.get(max(want)) if want else None,
+                       equal=bool(diffs) and len(diffs) == len(want) == steps and max(diffs) == 0)
+  evaluate = _run(_py('moe_jax.evaluate', f'--ckpt={whole}', '--batches=4'), left())
+  out['evaluate'] = _brief(evaluate, result=_json_line(evaluate))
+  export = _run(_py('moe_jax.interop.export_hf', f'--ckpt={whole}', f'--out={hf}'), left())
+  out['export_hf'] = _brief(export, result=_json_line(export))
+  logits = _run(_py('experiments.gpu.hf_logits', f'--ckpt={whole}', f'--hf={hf}'), left(),
+                _env(CUDA_VISIBLE_DEVICES=os.environ.get('CUDA_VISIBLE_DEVICES', '')))
+  out['hf_logits'] = _brief(logits, result=_json_line(logits))
+  commands_ok = all(r['rc'] == 0 for r in (out['uninterrupted'], out['interrupted'],
+                                           out['resumed'], evaluate, export, logits))
+  hf_ok = (out['hf_logits']['result'] or {}).get('status') in ('ok', 'skipped')
+  out['status'] = 'ok' if commands_ok and out['losses']['equal'] and hf_ok else 'failed'
+  return out
+
+
+def _mesh_step(ctx, budget_key, name, *flags):
+  path = os.path.join(ctx.out, f'{name}.json')
+  args = ['--small', '--dtype=bfloat16'] if ctx.dry_run else []
+  result = _run(_py('experiments.bench.mesh_step', f'--out={path}', '--meshes=data=1', *args,
+                    *flags), ctx.budget[budget_key])
+  rows = []
+  if os.path.exists(path):
+    with open(path) as f:
+      rows = json.load(f)['results']
+  ok = result['rc'] == 0 and rows and not any('error' in r for r in rows)
+  return dict(status='ok' if ok else 'failed', run=_brief(result), rows=rows)
+
+
+def step_speed_attention(ctx):
+  if ctx.dry_run:
+    return _mesh_step(ctx, 'speed_attention', 'speed_attention', '--attention=cudnn')
+  return _mesh_step(ctx, 'speed_attention', 'speed_attention', '--preset=10layer',
+                    '--dispatch=pallas_mosaic_gpu', '--batch_per_device=16',
+                    '--attention=reference,cudnn,pallas')
+
+
+def step_speed_loss(ctx):
+  chunk = '16' if ctx.dry_run else '0,4096'
+  preset = [] if ctx.dry_run else ['--preset=10layer', '--dispatch=pallas_mosaic_gpu',
+                                   '--batch_per_device=16']
+  return _mesh_step(ctx, 'speed_loss', 'speed_loss', *preset, '--attention=reference',
+                    '--cross_entropy=fused', f'--loss_chunk={chunk}')
+
+
+def step_speed_8x05b(ctx):
+  preset = [] if ctx.dry_run else ['--preset=8x0.5b', '--experts=0', '--dispatch=pallas_mosaic_gpu',
+                                   '--batch_per_device=8']
+  attention = 'reference' if ctx.dry_run else 'reference,cudnn'
+  return _mesh_step(ctx, 'speed_8x05b', 'speed_8x05b', *preset, f'--attention={attention}')
+
+
+STEPS = (('tests', step_tests), ('workflow', step_workflow),
+         ('speed_attention', step_speed_attention), ('speed_loss', step_speed_loss),
+         ('speed_8x05b', step_speed_8x05b))
+
+
+def _git(*args):
+  try:
+    return subprocess.run(['git', *args], cwd=_REPO, capture_output=True, text=True,
+                          check=True).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return None
+
+
+def provenance(argv):
+  """Commit, dirty flag, versions and device, read by a subprocess so this
+  process never starts a JAX backend (the steps need the GPU to themselves)."""
+  probe = _run([sys.executable, '-c', (
+      'import json, jax, jaxlib, flax; d = jax.devices()[0]; print(json.dumps(dict('
+      'jax=jax.__version__, jaxlib=jaxlib.__version__, flax=flax.__version__, '
+      'platform=d.platform, device=d.device_kind, device_count=jax.device_count())))')], 120)
+  status = _git('status', '--porcelain')
+  return dict(commit=_git('rev-parse', 'HEAD'), dirty=None if status is None else bool(status),
+              date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+              command=shlex.join(['python', '-m', 'experiments.gpu.run', *argv]),
+              python=platform.python_version(), host_cpu=platform.processor() or platform.machine(),
+              **(_json_line(probe) or dict(probe_error=probe['tail'])))
+
+
+def main(argv=None):
+  argv = sys.argv[1:] if argv is None else argv
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument('--out', required=True, help='folder for gpu_run.json and the runs')
+  ap.add_argument('--dry_run', action='store_true', help='tiny shapes on the CPU')
+  ap.add_argument('--steps', default=','.join(n for n, _ in STEPS),
+                  help='comma-separated subset of the steps, in their order')
+  args = ap.parse_args(argv)
+  wanted = args.steps.split(',')
+  unknown = sorted(set(wanted) - {n for n, _ in STEPS})
+  if unknown:
+    print(f'error: --steps: unknown {unknown}; known: {[n for n, _ in STEPS]}', file=sys.stderr)
+    return 2
+  if os.path.exists(args.out) and os.listdir(args.out):
+    print(f'error: --out={args.out} exists and is not empty', file=sys.stderr)
+    return 2
+  os.makedirs(args.out, exist_ok=True)
+  ctx = Context(args.out, args.dry_run)
+  record = dict(provenance=provenance(argv), dry_run=args.dry_run, budget_s=ctx.budget, steps={})
+  path = os.path.join(args.out, 'gpu_run.json')
+  print(f'device: {record["provenance"].get("device")}', flush=True)
+  for name, fn in STEPS:
+    if name not in wanted:
+      continue
+    t0 = time.monotonic()
+    print(f'[{name}] ...', flush=True)
+    try:
+      result = fn(ctx)
+    except Exception as err:  # pylint: disable=broad-except
+      # One step failing must not lose the others.
+      result = dict(status='error', error=f'{type(err).__name__}: {err}'[:500])
+    result['seconds'] = round(time.monotonic() - t0, 1)
+    record['steps'][name] = result
+    cpu_step.write_json(path, record)
+    print(f'[{name}] {result["status"]} in {result["seconds"]} s', flush=True)
+  print(f'wrote {path}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
