@@ -13,9 +13,9 @@ A failed or timed-out step is recorded and the next one runs.
             16 x 1024 (memory: the compiled step's memory_analysis on this
             backend), which compile only
   workflow  experiments/gpu/config.py:workflow (~90M parameters, MoE 4 -> 8
-            experts at tau in the run): an uninterrupted run and one that
-            gets SIGTERM after tau (experiments/gpu/term_at.py) side by side,
-            the second resumed by the same command; the losses of every
+            experts at tau in the run): an uninterrupted run, then one that
+            gets SIGTERM after tau (experiments/gpu/term_at.py) resumed by
+            the same command, sharing JAX's compilation cache; the losses of every
             step compared; `evaluate`; `export_hf`; the export's logits in
             transformers against moe_jax's (experiments/gpu/hf_logits.py)
   speed     experiments.bench.mesh_step on one device: `10layer`, 16
@@ -164,15 +164,17 @@ def step_workflow(ctx):
   # Three quarters of the way, after the transition at half.
   steps = 8 if ctx.dry_run else 200
   term_at = steps * 3 // 4
-  # Two runs at once on one GPU: each gets a third of its memory. XLA's
-  # deterministic reductions, so equal means equal.
-  env = _env(XLA_PYTHON_CLIENT_MEM_FRACTION='0.3',
+  # One after the other, sharing JAX's compilation cache: the second run and
+  # the resumed one compile nothing the first did not. XLA's deterministic
+  # reductions on the GPU, so equal means equal.
+  env = _env(JAX_COMPILATION_CACHE_DIR=os.path.join(ctx.out, 'jax_cache'),
+             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',
+             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='0',
              XLA_FLAGS='' if ctx.dry_run else '--xla_gpu_deterministic_ops=true')
-  procs = dict(uninterrupted=_run(_py('moe_jax.main', config, f'--workdir={whole}'), left(), env,
-                                  background=True),
-               interrupted=_run(_py('experiments.gpu.term_at', f'--term_at_batch={term_at}',
-                                    config, f'--workdir={cut}'), left(), env, background=True))
-  out = {name: _brief(_wait(p)) for name, p in procs.items()}
+  out = dict(uninterrupted=_brief(_run(_py('moe_jax.main', config, f'--workdir={whole}'),
+                                       left(), env)),
+             interrupted=_brief(_run(_py('experiments.gpu.term_at', f'--term_at_batch={term_at}',
+                                         config, f'--workdir={cut}'), left(), env)))
   out['resumed'] = _brief(_run(_py('moe_jax.main', config, f'--workdir={cut}'), left(), env))
   want, got = _losses(whole), _losses(cut)
   diffs = [abs(got[s] - want[s]) for s in want if s in got]
