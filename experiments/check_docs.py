@@ -58,6 +58,7 @@ MAX_LINES = 700
 LEGACY_FILE = 'experiments/provenance_legacy.txt'
 RUN_FILES = re.compile(r'(metrics\.jsonl|overrides\.json|upcycle_report\.json|config\.json|'
                        r'status\.json|lineage\.json|benchmarks\.\d+\.jsonl)')
+CLAIMS = 'docs/claims.json'   # what docs/results.md states; its numbers come from results files
 
 _BLOCK = re.compile(r'<!-- generated: (\S+) --results=(\S+) -->\n(.*?)<!-- end generated -->\n',
                     re.S)
@@ -157,23 +158,27 @@ def _anchors(text):
 
 
 def _prose(text):
-  """(line number, line) outside code and generated blocks."""
-  text = _BLOCK.sub(lambda m: '\n' * m.group(0).count('\n'), text)
+  """(line number, line, inside a generated block) outside code blocks."""
+  generated = set()
+  for m in _BLOCK.finditer(text):
+    first = text[:m.start()].count('\n') + 1
+    generated.update(range(first, first + m.group(0).count('\n')))
   in_code = False
   for n, line in enumerate(text.splitlines(), 1):
     if line.startswith('```'):
       in_code = not in_code
     elif not in_code:
-      yield n, line
+      yield n, line, n in generated
 
 
 def broken_links(rel, text, repo):
   """Findings for the relative links of page `rel` that name no file, or no
-  heading of the page they name."""
+  heading of the page they name. In a generated block only links to pages
+  count: its other links are its report's, relative to where that writes."""
   findings, anchors = [], {}
-  for n, line in _prose(text):
+  for n, line, generated in _prose(text):
     for target in _LINK.findall(line):
-      if re.match(r'[a-z]+:', target):
+      if re.match(r'[a-z]+:', target) or (generated and '.md' not in target):
         continue
       path, _, anchor = target.partition('#')
       full = os.path.normpath(os.path.join(repo, os.path.dirname(rel), path)) if path else \
@@ -193,8 +198,9 @@ def broken_links(rel, text, repo):
 def _results_files(repo):
   for root, _, names in os.walk(os.path.join(repo, 'docs')):
     for n in names:
-      if n.endswith(('.json', '.jsonl')) and not RUN_FILES.fullmatch(n):
-        yield os.path.relpath(os.path.join(root, n), repo)
+      rel = os.path.relpath(os.path.join(root, n), repo)
+      if n.endswith(('.json', '.jsonl')) and not RUN_FILES.fullmatch(n) and rel != CLAIMS:
+        yield rel
 
 
 def unrecorded(repo):
