@@ -149,7 +149,7 @@ def rows(claims):
   for seed in claims['seeds']:
     got = []
     for c in seed['claims']:
-      if 'value' not in c:
+      if c.get('value') is None:
         computed, ours = None, c.get('ours', '-')
         if re.search(r'\d\.\d', ours):
           raise ConfigError(f'claims: {c["claim"]!r} states a number without a source: '
