@@ -27,7 +27,7 @@ import time
 
 from absl import app, flags
 
-from experiments import hyper, plots, runner, sweep
+from experiments import hyper, plots, provenance, runner, sweep
 from moe_jax import cli
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import containment, files
@@ -152,9 +152,9 @@ def rebuild(path, out=None):
 
 
 def results(runs, **extra):
-  """A results file's content (JSON-ready): dict(runs=[...], **extra), each
-  run the dict of `load_runs` with its logged rows thinned (_DROPPED) and
-  config_hash, seed, final_loss and final_val_loss added."""
+  """A results file's content (JSON-ready): dict(runs=[...], provenance,
+  **extra), each run the dict of `load_runs` with its logged rows thinned
+  (_DROPPED) and config_hash, seed, final_loss and final_val_loss added."""
   slim = []
   for r in runs:
     metrics = [{k: v for k, v in row.items() if not _DROPPED.fullmatch(k)} for row in r['metrics']]
@@ -164,11 +164,13 @@ def results(runs, **extra):
         r, metrics=metrics, seed=(config or {}).get('seed'),
         config_hash=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
         if config else None, final_loss=last('loss'), final_val_loss=last('val_loss')))
-  return dict(extra, runs=slim)
+  return dict(extra, runs=slim, provenance=provenance.record())
 
 
 def write_results(path, runs, **extra):
-  files.write_json(path, results(runs, **extra))
+  """Writes `results` to `path`, with the spec of the sweep it lies in (`sweep`:
+  what experiments.rerun launches again)."""
+  files.write_json(path, results(runs, sweep=sweep.repo_spec(os.path.dirname(path)), **extra))
 
 
 def read_results(path):

@@ -21,7 +21,7 @@ import time
 from absl import flags
 import numpy as np
 
-from experiments import plots, report, runner, stats, study_cli, sweep
+from experiments import plots, provenance, report, runner, stats, study_cli, sweep
 from experiments.seed002 import ablations, fits, grid
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import collect, forms, table
@@ -338,7 +338,8 @@ def write(study, sweep_dir, arg=''):
   sections, pngs, fitted = STUDIES[study]({r['name']: r for r in runs}, rows, arg,
                                           _plot_dir(sweep_dir))
   if fitted is not None:
-    files.write_json(os.path.join(sweep_dir, 'fits.json'), fitted)
+    files.write_json(os.path.join(sweep_dir, 'fits.json'),
+                     dict(fitted, provenance=provenance.record()))
   return save(sweep_dir, f'seed002_{study}', f'seed 002, {study}', sections, pngs)
 
 
