@@ -49,12 +49,10 @@ def run(ckpts, norms_mode=False, plot_path='', routing_mode=False, batches=None,
     raise ConfigError('pass exactly one of --norms and --routing')
   if plot_path and not plot_path.lower().endswith('.png'):
     raise ConfigError(f'--plot={plot_path} must end in .png')
-  if plot_path:   # a new file (workdir/containment.py); --routing writes its .json beside it
+  if plot_path:   # a new file (workdir/containment.py), inside a workdir at most, never over one
+    beside = [(os.path.dirname(checkpoint.resolve(c)[0]), '--ckpt', 'workdir') for c in ckpts]
     for path in [plot_path] + ([os.path.splitext(plot_path)[0] + '.json'] if routing_mode else []):
-      containment.output_file(path, '--plot', overwrite)
-  for ckpt in ckpts if plot_path else ():   # named, it may go inside a workdir, never over one
-    containment.apart(plot_path, '--plot', os.path.dirname(checkpoint.resolve(ckpt)[0]),
-                      '--ckpt', 'workdir', inside_ok=True)
+      containment.output_file(path, '--plot', overwrite, beside=beside)   # --routing's .json too
   if norms_mode:
     text, path = inspect_norms(ckpts, plot_path)
   else:

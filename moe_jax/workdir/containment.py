@@ -93,14 +93,20 @@ def not_run_file(dst, flag):
                         'elsewhere (no flag replaces a run\'s own files)')
 
 
-def output_file(path, flag, overwrite=False, sources=()):
+def output_file(path, flag, overwrite=False, sources=(), beside=()):
   """The resolved `path` of a file a command is about to write, once it is
-  known to be none of: a directory, in a missing or unwritable directory, an
-  existing file (unless `overwrite`), a run's own file (`not_run_file`), or
-  anything under `sources` ((path, flag, what) triples, such as --data_dir:
-  never written into, `apart`)."""
+  known to be none of: inside, equal to or above any of `sources` ((path,
+  flag, what) triples such as --data_dir, `apart`), equal to or above any of
+  `beside` (the same, but a new file inside is fine: evaluate's results
+  beside the run it scored), a directory, in a missing or unwritable
+  directory, a run's own file (`not_run_file`), or an existing file (unless
+  `overwrite`)."""
   if not path:
     raise ConfigError(f'{flag} is empty')
+  for src, src_flag, what in sources:
+    apart(path, flag, src, src_flag, what)
+  for src, src_flag, what in beside:
+    apart(path, flag, src, src_flag, what, inside_ok=True)
   resolved = _resolved(path)
   if os.path.isdir(resolved):
     raise ConfigError(f'{flag}={path} is not a file path (a directory)')
@@ -109,8 +115,6 @@ def output_file(path, flag, overwrite=False, sources=()):
     raise ConfigError(f'{flag}={path}: directory {parent} does not exist')
   if not os.access(parent, os.W_OK | os.X_OK):
     raise ConfigError(f'{flag}={path}: directory {parent} is not writable')
-  for src, src_flag, what in sources:
-    apart(path, flag, src, src_flag, what)
   not_run_file(path, flag)
   if os.path.lexists(resolved) and not overwrite:
     raise ConfigError(f'{flag}={path} exists; pass --overwrite to replace it')
