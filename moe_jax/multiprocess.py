@@ -126,6 +126,17 @@ def _signal_groups(procs, signum, running_only=True):
         pass
 
 
+def _stop(procs, pumps):
+  """SIGKILL to whatever is left of every group (a process past its grace,
+  what one started and left behind), then the output pumps, whose pipes
+  close once no process holds them (bounded all the same)."""
+  _signal_groups(procs, signal.SIGKILL, running_only=False)
+  for p in procs:
+    p.wait()
+  for t in pumps:
+    t.join(timeout=1)
+
+
 def _check(processes, devices_per_process, grace_s, command):
   if not 1 <= processes <= MAX_PROCESSES:
     raise ConfigError(f'--processes={processes} must be between 1 and {MAX_PROCESSES} '
@@ -183,19 +194,14 @@ def run(command, processes, devices_per_process=0, grace_s=3.0, out=None, err=No
     deadline = time.monotonic() + grace_s
     while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
       time.sleep(poll_s)
+    _stop(procs, pumps)
     code = procs[failed].returncode
     err.write(f'error: process {failed} of {processes} {_describe(code)}; stopped the '
               f'others in {time.monotonic() - t_failed:.1f} s\n')
     err.flush()
     return _status(code)
   finally:
-    # Whatever is left of every group (a process past its grace, what one
-    # started and left behind), then the pipes: closed once no process holds them.
-    _signal_groups(procs, signal.SIGKILL, running_only=False)
-    for p in procs:
-      p.wait()
-    for t in pumps:
-      t.join(timeout=1)
+    _stop(procs, pumps)
     guardian.stdin.write('done\n')
     guardian.stdin.close()
     guardian.wait()
