@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+import sys
 import time
 
 from absl import app, flags
@@ -227,7 +228,8 @@ def _load_run(run_dir, entry):
 
 def _metrics(path):
   """The rows of a run's metrics.jsonl. Only its last line may be torn (being
-  written right now); a torn line before it, a row that is not an object with
+  written right now, or cut by a kill): it is skipped with a warning on
+  stderr; a torn line before it, a row that is not an object with
   an integer step, or a non-finite loss is a one-line error naming the line."""
   if not os.path.exists(path):
     return []
@@ -244,6 +246,8 @@ def _metrics(path):
       row = json.loads(line)
     except json.JSONDecodeError:
       if number == len(lines):   # no newline yet: the line being written
+        print(f'warning: {path} line {number} is torn (being written, or cut by a kill); '
+              'skipped', file=sys.stderr)
         break
       raise ConfigError(f'{path} line {number} is not JSON (a torn write?)') from None
     if not isinstance(row, dict) or isinstance(row.get('step'), bool) or not isinstance(
