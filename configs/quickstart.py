@@ -23,7 +23,7 @@ batches. The setting (width, experts, T = 2250, 3 seeds) was chosen after
 T = 1500 (one seed reverses) and T = 3000 (two seeds' gaps shrink to +0.003)
 had run on the same seeds, as the one where Fixed-2E was ahead in every seed
 by a mean over 2 standard errors; with n = 3 that mean's 95 % t interval
-still holds 0 (docs/experiments.md), so the regime is inconclusive, not
+still holds 0 (docs/seed000.md), so the regime is inconclusive, not
 settled. `:small` is a seconds-long CI variant.
 
 One arm is also a config of its own, e.g. Fixed-2E of seed 1:

@@ -17,16 +17,29 @@ fails on any difference; `--update` rewrites the bodies instead (a page is
 replaced whole, atomically). In the pages of `RESULTS_PAGES`, every table
 with a decimal number must be generated or lie in a section that says "Not
 reproducible: raw outputs lost" (the runs' directories are gone; the note
-names the command that reruns them). Exit status 1 on a finding,
-with one line per finding.
+names the command that reruns them). Beside the blocks it checks, for
+every page under docs/ (and the README's links):
+
+  links       every relative link outside code and generated blocks names a
+              file that exists, and a `page.md#anchor` a heading of that page
+  length      no docs page is over MAX_LINES lines (a reader takes in a page)
+  provenance  every results file under docs/ (.json, .jsonl: every line) has
+              experiments/provenance.py's record, except the files listed in
+              LEGACY_FILE (written before the record existed; a listed file
+              that is gone is a finding, so the list only shrinks) and a run's
+              own files copied beside them (RUN_FILES; CSV tables carry none:
+              the JSON results file beside them does)
+
+Exit status 1 on a finding, with one line per finding.
 """
+import json
 import os
 import re
 import sys
 
 from absl import flags
 
-from experiments import quickstart, report
+from experiments import provenance, quickstart, report, results_page
 from experiments.merge import report as merge_report
 from experiments.moesturizer import letter_probe
 from experiments.moesturizer import table as moesturizer_table
@@ -38,12 +51,19 @@ from experiments.seed003 import report as seed003_report
 from moe_jax import atomic, cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS_PAGES = ('docs/experiments.md', 'docs/moesturizer.md')
+# The pages whose tables are results: the seed pages, seed 004's, the results page.
+RESULTS_PAGES = re.compile(r'docs/(experiments|seed\d+|moesturizer\w*|results)\.md')
 LOST = 'Not reproducible: raw outputs lost'
+MAX_LINES = 700
+LEGACY_FILE = 'experiments/provenance_legacy.txt'
+RUN_FILES = re.compile(r'(metrics\.jsonl|overrides\.json|upcycle_report\.json|config\.json|'
+                       r'status\.json|lineage\.json|benchmarks\.\d+\.jsonl)')
+CLAIMS = 'docs/claims.json'   # what docs/results.md states; its numbers come from results files
 
 _BLOCK = re.compile(r'<!-- generated: (\S+) --results=(\S+) -->\n(.*?)<!-- end generated -->\n',
                     re.S)
 _HEADING = re.compile(r'(#+) ')
+_LINK = re.compile(r'\]\(([^)\s]+)\)')
 _NUMBER = re.compile(r'\d\.\d')
 
 
@@ -68,6 +88,7 @@ RENDERERS = {
     'experiments.merge.report': _markdown(merge_report.from_results),
     'experiments.moesturizer.letter_probe': _markdown(letter_probe.from_results),
     'experiments.moesturizer.table': _markdown(moesturizer_table.table),
+    'experiments.results_page': _markdown(results_page.from_results),
 }
 
 
@@ -109,15 +130,111 @@ def _uncovered_tables(page):
   return found
 
 
+def _pages(repo):
+  """docs/**/*.md as paths relative to `repo`, sorted."""
+  out = []
+  for root, _, names in os.walk(os.path.join(repo, 'docs')):
+    out += [os.path.relpath(os.path.join(root, n), repo) for n in names if n.endswith('.md')]
+  return sorted(out)
+
+
+def slug(heading):
+  """GitHub's anchor of a heading's text."""
+  return re.sub(r'[^\w\- ]', '', heading.strip().lower()).replace(' ', '-')
+
+
+def _anchors(text):
+  """The anchors of a page's headings (outside code blocks), GitHub's -1, -2
+  suffixes for repeats included."""
+  seen, in_code = {}, False
+  for line in text.splitlines():
+    if line.startswith('```'):
+      in_code = not in_code
+    if not in_code and _HEADING.match(line):
+      base = slug(line.lstrip('#'))
+      n = seen.get(base, 0)
+      seen[base] = n + 1
+      yield base if n == 0 else f'{base}-{n}'
+
+
+def _prose(text):
+  """(line number, line, inside a generated block) outside code blocks."""
+  generated = set()
+  for m in _BLOCK.finditer(text):
+    first = text[:m.start()].count('\n') + 1
+    generated.update(range(first, first + m.group(0).count('\n')))
+  in_code = False
+  for n, line in enumerate(text.splitlines(), 1):
+    if line.startswith('```'):
+      in_code = not in_code
+    elif not in_code:
+      yield n, line, n in generated
+
+
+def broken_links(rel, text, repo):
+  """Findings for the relative links of page `rel` that name no file, or no
+  heading of the page they name. In a generated block only links to pages
+  count: its other links are its report's, relative to where that writes."""
+  findings, anchors = [], {}
+  for n, line, generated in _prose(text):
+    for target in _LINK.findall(line):
+      if re.match(r'[a-z]+:', target) or (generated and '.md' not in target):
+        continue
+      path, _, anchor = target.partition('#')
+      full = os.path.normpath(os.path.join(repo, os.path.dirname(rel), path)) if path else \
+          os.path.join(repo, rel)
+      if not os.path.exists(full):
+        findings.append(f'{rel}:{n}: link {target!r}: no file {os.path.relpath(full, repo)}')
+      elif anchor and full.endswith('.md'):
+        if full not in anchors:
+          with open(full) as f:
+            anchors[full] = set(_anchors(f.read()))
+        if anchor not in anchors[full]:
+          findings.append(f'{rel}:{n}: link {target!r}: no heading #{anchor} in '
+                          f'{os.path.relpath(full, repo)}')
+  return findings
+
+
+def _results_files(repo):
+  for root, _, names in os.walk(os.path.join(repo, 'docs')):
+    for n in names:
+      rel = os.path.relpath(os.path.join(root, n), repo)
+      if n.endswith(('.json', '.jsonl')) and not RUN_FILES.fullmatch(n) and rel != CLAIMS:
+        yield rel
+
+
+def unrecorded(repo):
+  """Findings for results files without a provenance record (LEGACY_FILE's aside)."""
+  legacy = set()
+  if os.path.exists(os.path.join(repo, LEGACY_FILE)):
+    with open(os.path.join(repo, LEGACY_FILE)) as f:
+      legacy = {l.strip() for l in f if l.strip() and not l.startswith('#')}
+  findings = [f'{LEGACY_FILE}: {p} is gone: take it off the list'
+              for p in sorted(legacy) if not os.path.exists(os.path.join(repo, p))]
+  for rel in sorted(_results_files(repo)):
+    if rel in legacy:
+      continue
+    with open(os.path.join(repo, rel)) as f:
+      text = f.read()
+    try:
+      objs = [json.loads(l) for l in text.splitlines() if l.strip()] if rel.endswith('.jsonl') \
+          else [json.loads(text)]
+    except ValueError as e:
+      findings.append(f'{rel}: not JSON ({e})')
+      continue
+    lacking = sorted({k for o in objs for k in provenance.missing(o)})
+    if lacking:
+      findings.append(f'{rel}: no provenance record (experiments/provenance.py): lacks '
+                      + ', '.join(lacking))
+  return findings
+
+
 def check(update=False, repo=REPO):
   """One line per finding (empty: docs and data agree)."""
   findings = []
-  docs = os.path.join(repo, 'docs')
-  for name in sorted(os.listdir(docs)):
-    rel = f'docs/{name}'
-    if not name.endswith('.md'):
-      continue
-    with open(os.path.join(docs, name)) as f:
+  for rel in _pages(repo):
+    path = os.path.join(repo, rel)
+    with open(path) as f:
       page = f.read()
     new, pos = [], 0
     for m, body in _blocks(page, repo):
@@ -130,12 +247,18 @@ def check(update=False, repo=REPO):
         new += [page[pos:m.start(3)], body]
         pos = m.end(3)
     if update and pos:
-      atomic.write_text(os.path.join(docs, name), ''.join(new) + page[pos:])
-    if rel in RESULTS_PAGES:   # a generated block's own lines are checked above
+      atomic.write_text(path, ''.join(new) + page[pos:])
+    if RESULTS_PAGES.fullmatch(rel):   # a generated block's own lines are checked above
       bare = _BLOCK.sub(lambda m: '\n' * m.group(0).count('\n'), page)
       findings += [f'{rel}:{n}: a results table that is neither generated nor in a section '
                    f'marked "{LOST}"' for n in _uncovered_tables(bare)]
-  return findings
+    if page.count('\n') > MAX_LINES:
+      findings.append(f'{rel}: {page.count(chr(10))} lines, over {MAX_LINES}: split the page')
+    findings += broken_links(rel, page, repo)
+  if os.path.exists(os.path.join(repo, 'README.md')):
+    with open(os.path.join(repo, 'README.md')) as f:
+      findings += broken_links('README.md', f.read(), repo)
+  return findings + unrecorded(repo)
 
 
 def main(argv):

@@ -26,7 +26,7 @@ import sys
 from absl import flags
 
 from configs import quickstart
-from experiments import launch, plots, report, stats
+from experiments import launch, plots, provenance, report, stats
 from experiments.seed000 import analysis
 from moe_jax import cli
 from moe_jax.data import pipeline
@@ -46,7 +46,8 @@ _PAIRS = (('fixed', 'fixed2x'), ('upcycled', 'fixed2x'), ('fixed', 'upcycled'),
 
 def summarise(workdir, arg=''):
   """The quickstart's numbers from its finished runs (a dict, JSON-ready): the
-  per-seed final losses, which is all `text` needs, and what it derives."""
+  per-seed final losses, which is all `text` needs, what it derives, the
+  sweep's `arg` (experiments.rerun relaunches runs from it) and provenance."""
   config = quickstart.get_config(arg)
   names = quickstart.runs(arg)
   runs = {r['name']: r for r in report.load_runs(workdir)}
@@ -66,7 +67,8 @@ def summarise(workdir, arg=''):
       evidence=evidence(losses),
       step_seconds=dict(fixed=s_e, fixed2x=s_2e),
       cost=dict(C_up_over_C_fs=prices['C_up'] / prices['C_fs'],
-                saving_fraction=prices['saving_fraction']))
+                saving_fraction=prices['saving_fraction']),
+      arg=arg, provenance=provenance.record())
 
 
 def evidence(losses):

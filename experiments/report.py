@@ -23,11 +23,12 @@ import json
 import math
 import os
 import re
+import sys
 import time
 
 from absl import app, flags
 
-from experiments import hyper, plots, runner, sweep
+from experiments import hyper, plots, provenance, runner, sweep
 from moe_jax import cli
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import containment, files
@@ -152,9 +153,9 @@ def rebuild(path, out=None):
 
 
 def results(runs, **extra):
-  """A results file's content (JSON-ready): dict(runs=[...], **extra), each
-  run the dict of `load_runs` with its logged rows thinned (_DROPPED) and
-  config_hash, seed, final_loss and final_val_loss added."""
+  """A results file's content (JSON-ready): dict(runs=[...], provenance,
+  **extra), each run the dict of `load_runs` with its logged rows thinned
+  (_DROPPED) and config_hash, seed, final_loss and final_val_loss added."""
   slim = []
   for r in runs:
     metrics = [{k: v for k, v in row.items() if not _DROPPED.fullmatch(k)} for row in r['metrics']]
@@ -164,11 +165,13 @@ def results(runs, **extra):
         r, metrics=metrics, seed=(config or {}).get('seed'),
         config_hash=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
         if config else None, final_loss=last('loss'), final_val_loss=last('val_loss')))
-  return dict(extra, runs=slim)
+  return dict(extra, runs=slim, provenance=provenance.record())
 
 
 def write_results(path, runs, **extra):
-  files.write_json(path, results(runs, **extra))
+  """Writes `results` to `path`, with the spec of the sweep it lies in (`sweep`:
+  what experiments.rerun launches again)."""
+  files.write_json(path, results(runs, sweep=sweep.repo_spec(os.path.dirname(path)), **extra))
 
 
 def read_results(path):
@@ -225,7 +228,8 @@ def _load_run(run_dir, entry):
 
 def _metrics(path):
   """The rows of a run's metrics.jsonl. Only its last line may be torn (being
-  written right now); a torn line before it, a row that is not an object with
+  written right now, or cut by a kill): it is skipped with a warning on
+  stderr; a torn line before it, a row that is not an object with
   an integer step, or a non-finite loss is a one-line error naming the line."""
   if not os.path.exists(path):
     return []
@@ -242,6 +246,8 @@ def _metrics(path):
       row = json.loads(line)
     except json.JSONDecodeError:
       if number == len(lines):   # no newline yet: the line being written
+        print(f'warning: {path} line {number} is torn (being written, or cut by a kill); '
+              'skipped', file=sys.stderr)
         break
       raise ConfigError(f'{path} line {number} is not JSON (a torn write?)') from None
     if not isinstance(row, dict) or isinstance(row.get('step'), bool) or not isinstance(

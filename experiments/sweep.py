@@ -128,6 +128,15 @@ def read(workdir):
   return saved
 
 
+def repo_spec(sweep_dir):
+  """The --config a sweep was launched with, as the repository names it (the
+  launcher saves it resolved; a results file committed to docs names no path
+  of one machine), or None where `sweep_dir` is no launched sweep."""
+  spec = (read_json(os.path.join(sweep_dir, SWEEP_FILE)) or {}).get('config')
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  return os.path.relpath(spec, repo) if spec and spec.startswith(repo + os.sep) else spec
+
+
 def read_json(path, default=None):
   """The JSON object at `path`, or `default` when there is no file."""
   return files.read_json(path) if os.path.exists(path) else default

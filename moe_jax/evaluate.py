@@ -2,14 +2,16 @@ r"""Evaluate a checkpoint: validation loss, or zero-shot benchmarks.
 
   python -m moe_jax.evaluate --ckpt=CKPT [--config=configs/NAME.py[:ARG]] [--batches=N]
   python -m moe_jax.evaluate --ckpt=CKPT --tasks=arc_easy,gsm8k [--mode=loglik|generate]
-      [--limit=N] [--seed=S] [--data_dir=DIR] [--max_new_tokens=N] [--out=FILE]
+      [--limit=N] [--seed=S] [--data_dir=DIR] [--max_new_tokens=N] [--out=FILE [--overwrite]]
 
 CKPT is a workdir (its newest checkpoint) or one step directory. Without
 --config, the workdir's config.json is used. Without --tasks it prints one
 JSON line with val_loss, val_tokens, step. With --tasks it prints one JSON
 line per task (accuracy, its 95 % interval, n, mode; moe_jax/eval/harness.py)
-and with --out also writes them there, all at once at the end. Nothing else
-is written.
+and with --out also writes them there, all at once at the end: a new file
+(an existing one only with --overwrite), never a run's own file (config.json,
+metrics.jsonl, checkpoints/...) nor one under --data_dir
+(moe_jax/workdir/containment.py). Nothing else is written.
 """
 import json
 
@@ -37,6 +39,7 @@ def define_flags():
   flags.DEFINE_integer('max_new_tokens', 0, 'Generate: new tokens at most, for every task '
                        '(0: 32 for a letter, 256 for GSM8K, 512 for MATH).')
   flags.DEFINE_string('out', None, 'Also write the task lines to this file (JSONL).')
+  flags.DEFINE_bool('overwrite', False, 'Replace an existing --out.')
   flags.mark_flag_as_required('ckpt')
 
 
@@ -50,7 +53,7 @@ def main(argv):
   if f.batches is not None:
     cli.run_reporting_errors(_refuse, '--batches is for the validation loss; drop it with --tasks')
   cli.run_reporting_errors(harness.evaluate_checkpoint, f.ckpt, f.config, f.tasks, f.mode, f.limit,
-                           f.seed, f.data_dir, f.max_new_tokens, f.out)
+                           f.seed, f.data_dir, f.max_new_tokens, f.out, f.overwrite)
 
 
 def _refuse(message):

@@ -15,7 +15,8 @@ r"""Look inside checkpoints without training: print a table and write a plot.
 
 CKPT is a workdir (its newest checkpoint) or one step directory. The plot
 goes to --plot; without it only the table prints: a read-only command writes
-nothing under its inputs unless told where (moe_jax/workdir/containment.py).
+nothing under its inputs unless told where, and never over an existing file
+(unless --overwrite) nor a run's own file (moe_jax/workdir/containment.py).
 """
 import os
 
@@ -42,14 +43,16 @@ def inspect_norms(ckpts, plot_path=''):
   return norms.table(by_label), path
 
 
-def run(ckpts, norms_mode=False, plot_path='', routing_mode=False, batches=None):
+def run(ckpts, norms_mode=False, plot_path='', routing_mode=False, batches=None,
+        overwrite=False):
   if norms_mode == routing_mode:
     raise ConfigError('pass exactly one of --norms and --routing')
   if plot_path and not plot_path.lower().endswith('.png'):
     raise ConfigError(f'--plot={plot_path} must end in .png')
-  for ckpt in ckpts if plot_path else ():   # named, it may go inside a workdir, never over one
-    containment.apart(plot_path, '--plot', os.path.dirname(checkpoint.resolve(ckpt)[0]),
-                      '--ckpt', 'workdir', inside_ok=True)
+  if plot_path:   # a new file (workdir/containment.py), inside a workdir at most, never over one
+    beside = [(os.path.dirname(checkpoint.resolve(c)[0]), '--ckpt', 'workdir') for c in ckpts]
+    for path in [plot_path] + ([os.path.splitext(plot_path)[0] + '.json'] if routing_mode else []):
+      containment.output_file(path, '--plot', overwrite, beside=beside)   # --routing's .json too
   if norms_mode:
     text, path = inspect_norms(ckpts, plot_path)
   else:
@@ -69,13 +72,15 @@ def define_flags():
   flags.DEFINE_bool('routing', False, 'Routing by token type.')
   flags.DEFINE_integer('batches', None, 'Validation batches to route.')
   flags.DEFINE_string('plot', '', 'PNG path (default: no plot).')
+  flags.DEFINE_bool('overwrite', False, 'Replace an existing --plot.')
   flags.mark_flag_as_required('ckpt')
 
 
 def main(argv):
   del argv   # cli.run_app refuses positional arguments
   f = flags.FLAGS
-  print(cli.run_reporting_errors(run, f.ckpt, f.norms, f.plot, f.routing, f.batches))
+  print(cli.run_reporting_errors(run, f.ckpt, f.norms, f.plot, f.routing, f.batches,
+                                 f.overwrite))
 
 
 if __name__ == '__main__':

@@ -15,10 +15,20 @@ A dead process leaves the others waiting in a collective until JAX's own
 heartbeat gives up (100 s by default, then an abort with a long report), so
 this launcher is the watchdog: once one process exits non-zero (or is
 killed), the others get SIGTERM and, --grace_s seconds later, SIGKILL; it
-prints one `error:` line naming the process and exits with that process's
-status (128 + N for a signal N). SIGTERM or Ctrl-C to the launcher is passed
-to every process once (the trainer saves a checkpoint and exits).
+prints one `error:` line on stderr naming the process and exits with that
+process's status (128 + N for a signal N). SIGTERM, SIGHUP or Ctrl-C to the
+launcher stops its start loop at once and is passed to every process once
+(the trainer saves a checkpoint and exits).
+
+No process outlives the launcher. Each process leads a process group of its
+own, and every signal goes to the whole group, so what a process started
+(a shell's children) stops with it; on its way out the launcher SIGKILLs
+whatever is left of each group. Killed itself with SIGKILL, it cannot: a
+guardian process it starts first (a pipe it watches; the launcher tells it
+each group) SIGKILLs every group once the pipe closes without a `done`. At
+most MAX_PROCESSES processes: more is a typo, not a run on one machine.
 """
+import math
 import os
 import re
 import signal
@@ -35,6 +45,26 @@ from moe_jax.errors import ConfigError
 from moe_jax.workdir.placement import ENV_ADDRESS, ENV_COUNT, ENV_INDEX
 
 _DEVICES_FLAG = '--xla_force_host_platform_device_count'
+MAX_PROCESSES = 64
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# The guardian: SIGKILLs every process group it was told of once its stdin
+# closes without a `done` line (the launcher was killed); immune to the
+# signals the launcher passes on, so only the pipe decides.
+_GUARDIAN = f"""
+import os, signal, sys
+for s in {[int(s) for s in _STOP_SIGNALS]}:
+  signal.signal(s, signal.SIG_IGN)
+groups = []
+for line in sys.stdin:
+  if line.strip() == 'done':
+    sys.exit(0)
+  groups.append(int(line))
+for group in groups:
+  try:
+    os.killpg(group, signal.SIGKILL)
+  except OSError:
+    pass
+"""
 
 _PROCESSES = flags.DEFINE_integer('processes', None, 'How many processes to start.')
 _DEVICES = flags.DEFINE_integer('devices_per_process', 0,
@@ -85,35 +115,70 @@ def _describe(code):
   return f'exited with status {code}'
 
 
-def run(command, processes, devices_per_process=0, grace_s=3.0, out=None, poll_s=0.05):
-  """Runs `command` as `processes` processes of one run; returns the exit status
-  (0 when all exit 0, else the first failure's, after stopping the rest)."""
-  if processes < 1:
-    raise ConfigError(f'--processes={processes} must be at least 1')
+def _signal_groups(procs, signum, running_only=True):
+  """`signum` to the process group of each of `procs` (its own and what it
+  started); `running_only`: of those whose leader has not exited."""
+  for p in procs:
+    if not running_only or p.poll() is None:
+      try:
+        os.killpg(p.pid, signum)
+      except ProcessLookupError:
+        pass
+
+
+def _stop(procs, pumps):
+  """SIGKILL to whatever is left of every group (a process past its grace,
+  what one started and left behind), then the output pumps, whose pipes
+  close once no process holds them (bounded all the same)."""
+  _signal_groups(procs, signal.SIGKILL, running_only=False)
+  for p in procs:
+    p.wait()
+  for t in pumps:
+    t.join(timeout=1)
+
+
+def _check(processes, devices_per_process, grace_s, command):
+  if not 1 <= processes <= MAX_PROCESSES:
+    raise ConfigError(f'--processes={processes} must be between 1 and {MAX_PROCESSES} '
+                      '(moe_jax.multiprocess.MAX_PROCESSES)')
   if devices_per_process < 0:
     raise ConfigError(f'--devices_per_process={devices_per_process} must be >= 0')
+  if not (math.isfinite(grace_s) and grace_s >= 0):
+    raise ConfigError(f'--grace_s={grace_s} must be a finite number >= 0')
   if not command:
     raise ConfigError('no command: put it after --, e.g. -- python -m moe_jax.main ...')
-  out = out or sys.stdout.buffer
+
+
+def run(command, processes, devices_per_process=0, grace_s=3.0, out=None, err=None,
+        poll_s=0.05):
+  """Runs `command` as `processes` processes of one run; returns the exit status
+  (0 when all exit 0, else the first failure's, after stopping the rest)."""
+  _check(processes, devices_per_process, grace_s, command)
+  out, err = out or sys.stdout.buffer, err or sys.stderr
   address, lock = f'localhost:{free_port()}', threading.Lock()
   procs, pumps, signalled = [], [], []
+  guardian = subprocess.Popen([sys.executable, '-c', _GUARDIAN], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
 
   def on_signal(signum, _):
     if not signalled:   # once: the trainer saves on the first SIGTERM
       signalled.append(signum)
-      for p in procs:
-        if p.poll() is None:
-          p.send_signal(signal.SIGTERM)
+      _signal_groups(procs, signal.SIGTERM)
 
-  previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+  previous = {s: signal.signal(s, on_signal) for s in _STOP_SIGNALS}
   try:
     for i in range(processes):
-      # Its own session: a terminal's Ctrl-C reaches the launcher, which passes it on once.
+      if signalled:   # a stop during the start loop: start no more
+        break
+      # Its own session and group: a terminal's Ctrl-C reaches the launcher,
+      # which passes it on once, and a signal to the group reaches what it started.
       p = subprocess.Popen(command, env=process_env(os.environ, i, processes, address,
                                                     devices_per_process),
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, start_new_session=True)
       procs.append(p)
+      guardian.stdin.write(f'{p.pid}\n')
+      guardian.stdin.flush()
       pumps.append(threading.Thread(target=_pump, args=(i, p.stdout, out, lock), daemon=True))
       pumps[-1].start()
     while True:   # one poll of each process per round: failure and "all done" agree
@@ -122,35 +187,24 @@ def run(command, processes, devices_per_process=0, grace_s=3.0, out=None, poll_s
       if failed is not None or None not in codes:
         break
       time.sleep(poll_s)
-    if failed is not None:
-      t_failed = time.monotonic()
-      for p in procs:
-        if p.poll() is None:
-          p.send_signal(signal.SIGTERM)
-      deadline = time.monotonic() + grace_s
-      while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-        time.sleep(poll_s)
-      for p in procs:
-        if p.poll() is None:
-          p.kill()
-      for p in procs:
-        p.wait()
-      for t in pumps:
-        t.join(timeout=5)
-      code = procs[failed].returncode
-      with lock:
-        out.write((f'error: process {failed} of {processes} {_describe(code)}; stopped the '
-                   f'others in {time.monotonic() - t_failed:.1f} s\n').encode())
-        out.flush()
-      return _status(code)
-    for t in pumps:
-      t.join(timeout=5)
-    return 0
+    if failed is None:
+      return 0
+    t_failed = time.monotonic()
+    _signal_groups(procs, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+      time.sleep(poll_s)
+    _stop(procs, pumps)
+    code = procs[failed].returncode
+    err.write(f'error: process {failed} of {processes} {_describe(code)}; stopped the '
+              f'others in {time.monotonic() - t_failed:.1f} s\n')
+    err.flush()
+    return _status(code)
   finally:
-    for p in procs:   # only on an error of our own: leave nothing behind
-      if p.poll() is None:
-        p.kill()
-        p.wait()
+    _stop(procs, pumps)
+    guardian.stdin.write('done\n')
+    guardian.stdin.close()
+    guardian.wait()
     for s, handler in previous.items():
       signal.signal(s, handler)
 

@@ -17,7 +17,11 @@ import tempfile
 
 import pytest
 
-os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=8')
+# Appended, so that flags of the caller's (--xla_cpu_max_isa=AVX2, as
+# fresh-clone-check --avx2 sets, a stand-in for another CPU) keep the 8 devices.
+if 'xla_force_host_platform_device_count' not in os.environ.get('XLA_FLAGS', ''):
+  os.environ['XLA_FLAGS'] = ' '.join(
+      [os.environ.get('XLA_FLAGS', ''), '--xla_force_host_platform_device_count=8']).strip()
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 # `with mesh:` is deprecated (jax.set_mesh replaces it): make it raise in every
 # test and every process a test starts, where the static check of

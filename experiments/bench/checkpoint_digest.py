@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import jaxlib
 import orbax.checkpoint as ocp
 
+from experiments import provenance
 from moe_jax.workdir import digest
 
 
@@ -90,7 +91,7 @@ def main():
   print(json.dumps(result, indent=1))
   if args.out:
     with open(args.out, 'w') as f:
-      json.dump(result, f, indent=1)
+      json.dump(dict(result, provenance=provenance.record()), f, indent=1)
 
 
 if __name__ == '__main__':

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import jaxlib
 
 from configs import common
+from experiments import provenance
 from moe_jax.train import phases as phases_lib, program as program_lib, step
 from moe_jax.workdir import placement
 
@@ -72,7 +73,7 @@ def main():
                  **measure(config),
                  backend=jax.default_backend(), jax=jax.__version__,
                  jaxlib=jaxlib.__version__, load_avg_1m=round(os.getloadavg()[0], 1),
-                 date=datetime.date.today().isoformat())
+                 date=datetime.date.today().isoformat(), provenance=provenance.record())
       with open(args.out, 'a') as f:
         f.write(json.dumps(row) + '\n')
       print(json.dumps(row), flush=True)

@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 
+from experiments import provenance
 from experiments.bench import cpu_step
 
 CASES = {'quickstart': (16, 128, 4, 2, 24), 'd256': (4, 512, 8, 4, 32)}
@@ -151,7 +152,7 @@ def main(argv=None):
           f'check {r["check"]}', flush=True)
   meta['load_avg_after'] = os.getloadavg()
   with open(args.out + '.tmp', 'w') as f:
-    json.dump(dict(meta=meta, results=results), f, indent=1)
+    json.dump(dict(meta=meta, results=results, provenance=provenance.record()), f, indent=1)
   os.replace(args.out + '.tmp', args.out)
   if not all(r['check']['ok'] for r in results):
     sys.exit('error: blocked does not match the reference (see check in the JSON)')

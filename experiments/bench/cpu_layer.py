@@ -27,6 +27,8 @@ import os
 import sys
 import time
 
+from experiments import provenance
+
 GRID = dict(tokens=(4096, 8192), d_model=(96, 256), experts=(4, 8, 16),
             routing=('uniform', 'skewed'))
 FINE = (96, 64, 16)   # D, F, E of the fine-grained case
@@ -148,7 +150,7 @@ def _run(args, ap):
     meta['load_avg_after'] = os.getloadavg()
     tmp = args.out + '.tmp'
     with open(tmp, 'w') as f:
-      json.dump(dict(meta=meta, results=results), f, indent=1)
+      json.dump(dict(meta=meta, results=results, provenance=provenance.record()), f, indent=1)
     os.replace(tmp, args.out)
   if not all(c['check'][p]['ok'] for c in results for p in paths):
     sys.exit('error: a path does not match ragged (see check in the JSON)')

@@ -43,6 +43,8 @@ import subprocess
 import sys
 import time
 
+from experiments import provenance
+
 CASES = {   # name -> (experts, expert width); 0 experts: dense MLP of 384
     'dense': (0, 0),
     'moe4': (4, 192),
@@ -251,9 +253,10 @@ def parse_cases(ap, text):
 
 
 def write_json(path, obj):
-  """Writes `obj` to `path` atomically (a temp file, then a rename)."""
+  """Writes `obj` (a dict) with its provenance to `path` atomically (a temp
+  file, then a rename)."""
   with open(path + '.tmp', 'w') as f:
-    json.dump(obj, f, indent=1)
+    json.dump(dict(obj, provenance=provenance.record()), f, indent=1)
   os.replace(path + '.tmp', path)
 
 

@@ -20,6 +20,7 @@ import jax
 import jaxlib
 
 from configs import common
+from experiments import provenance
 from moe_jax.train import memory
 from moe_jax.workdir import placement
 
@@ -67,7 +68,7 @@ def main():
                devices=mesh.size, backend=jax.default_backend(),
                jax=jax.__version__, jaxlib=jaxlib.__version__,
                compile_s=round((datetime.datetime.now() - t0).total_seconds(), 1),
-               date=t0.strftime('%Y-%m-%d'))
+               date=t0.strftime('%Y-%m-%d'), provenance=provenance.record())
     with open(args.out, 'a') as f:
       f.write(json.dumps(row) + '\n')
     print(json.dumps(row), flush=True)

@@ -31,6 +31,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from experiments import provenance
 from moe_jax.workdir import checkpoint, files
 
 CONFIG = 'configs/lm_moe.py:tiny'
@@ -201,7 +202,7 @@ def main(argv=None):
   finally:
     shutil.rmtree(root, ignore_errors=True)
   os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-  files.write_json(args.out, result)
+  files.write_json(args.out, dict(result, provenance=provenance.record()))
   print(json.dumps(result, indent=2))
 
 

@@ -35,6 +35,8 @@ import time
 from absl import app, flags
 import numpy as np
 
+from experiments import provenance
+
 _ROOT = flags.DEFINE_string('root', '/tmp/prep_bench', 'Scratch directory (corpora, workdirs).')
 _SIZES = flags.DEFINE_list('sizes', ['50', '500'], 'Corpus sizes in MB.')
 _OUT = flags.DEFINE_string('out', None, 'Results JSON.')
@@ -206,7 +208,7 @@ def main(argv):
                                  ratio=round(batches / steps, 1))
       print(results['pipeline'], flush=True)
     with open(_OUT.value, 'w') as f:
-      json.dump(results, f, indent=1)
+      json.dump(dict(results, provenance=provenance.record()), f, indent=1)
 
 
 if __name__ == '__main__':

@@ -32,10 +32,8 @@ row, whose interpret mode is slow): what tests/experiments/test_gpu_run.py
 runs.
 """
 import argparse
-import datetime
 import json
 import os
-import platform
 import shlex
 import signal
 import subprocess
@@ -237,27 +235,15 @@ STEPS = (('tests', step_tests), ('workflow', step_workflow),
          ('speed_8x05b', step_speed_8x05b))
 
 
-def _git(*args):
-  try:
-    return subprocess.run(['git', *args], cwd=_REPO, capture_output=True, text=True,
-                          check=True).stdout.strip()
-  except (OSError, subprocess.CalledProcessError):
-    return None
-
-
 def provenance(argv):
-  """Commit, dirty flag, versions and device, read by a subprocess so this
-  process never starts a JAX backend (the steps need the GPU to themselves)."""
+  """experiments/provenance.py's record, read by a subprocess so this process
+  never starts a JAX backend (the steps need the GPU to themselves)."""
   probe = _run([sys.executable, '-c', (
-      'import json, jax, jaxlib, flax; d = jax.devices()[0]; print(json.dumps(dict('
-      'jax=jax.__version__, jaxlib=jaxlib.__version__, flax=flax.__version__, '
-      'platform=d.platform, device=d.device_kind, device_count=jax.device_count())))')], 120)
-  status = _git('status', '--porcelain')
-  return dict(commit=_git('rev-parse', 'HEAD'), dirty=None if status is None else bool(status),
-              date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
-              command=shlex.join(['python', '-m', 'experiments.gpu.run', *argv]),
-              python=platform.python_version(), host_cpu=platform.processor() or platform.machine(),
-              **(_json_line(probe) or dict(probe_error=probe['tail'])))
+      'import json, sys, jax; from experiments import provenance; '
+      'd = jax.devices()[0]; print(json.dumps(dict(provenance.record(sys.argv[1:]), '
+      'platform=d.platform, device_count=jax.device_count())))'),
+                os.path.abspath(__file__), *argv], 120)
+  return _json_line(probe) or dict(probe_error=probe['tail'])
 
 
 def main(argv=None):

@@ -20,7 +20,7 @@ import platform
 import jax
 import numpy as np
 
-from experiments import plots, report, study_cli, sweep
+from experiments import plots, provenance, report, study_cli, sweep
 from experiments.merge import config as study, domains
 from moe_jax.data import corpus, packing, sources
 from moe_jax.errors import ConfigError
@@ -30,7 +30,6 @@ from moe_jax.upcycle import merge_router
 from moe_jax.workdir import files
 
 REPORT_FILE, RESULTS_FILE, PLOT = 'merge.md', 'merge.json', 'merge_routing.png'
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def domain_batches(data, domain, config, tok):
@@ -128,20 +127,14 @@ def plot(results, path):
   plt.close(fig)
 
 
-def _spec(saved):
-  """The sweep's --config as the repository names it (the launcher saves it
-  resolved; a results file committed to docs names no path of one machine)."""
-  spec = saved.get('config')
-  return os.path.relpath(spec, _REPO) if spec and spec.startswith(_REPO + os.sep) else spec
-
-
 def write(sweep_dir, data):
   if not data:
     raise ConfigError('--data=DIR (the domains the sweep trained on) is required')
   results = dict(measure(sweep_dir, data), note='one seed, no interval',
                  date=datetime.date.today().isoformat(),
                  machine=f'{platform.machine()} CPU, {os.cpu_count()} cores',
-                 sweep=_spec(sweep.read_json(os.path.join(sweep_dir, sweep.SWEEP_FILE), {})))
+                 sweep=sweep.repo_spec(sweep_dir),
+                 provenance=provenance.record())
   files.write_json(os.path.join(sweep_dir, RESULTS_FILE), results)
   if results['share']:
     os.makedirs(os.path.join(sweep_dir, 'plots'), exist_ok=True)

@@ -32,6 +32,7 @@ import json
 import numpy as np
 from absl import flags
 
+from experiments import provenance
 from moe_jax import atomic, cli
 from moe_jax.data import prompts
 from moe_jax.errors import ConfigError
@@ -131,7 +132,8 @@ def main_fn(ckpt, names, limit, seed, out):
   lines = []
   for name, qs in questions.items():
     lines.append(json.dumps(dict(task=name, mode='letter_probe', limit=limit, seed=seed,
-                                 step=loaded.step, **probe(loaded, qs))))
+                                 step=loaded.step, **probe(loaded, qs),
+                                 provenance=provenance.record())))
     print(lines[-1], flush=True)
   if out:
     atomic.write_text(out, ''.join(line + '\n' for line in lines))

@@ -22,6 +22,7 @@ import os
 from absl import flags
 import numpy as np
 
+from experiments import provenance
 from moe_jax import atomic, cli
 from moe_jax.errors import ConfigError
 from moe_jax.train import optimizer
@@ -68,7 +69,8 @@ def parting(workdir, before, after, out):
   lr = optimizer.schedule(config.opt, config.total_steps)
   lr_sum = float(sum(float(lr(s)) for s in range(before, step_after)))
   rows = movement(paths.flatten(p_before), paths.flatten(p_after), config.moe.num_experts)
-  result = dict(before=before, after=step_after, lr_sum=lr_sum, rows=rows)
+  result = dict(before=before, after=step_after, lr_sum=lr_sum, rows=rows,
+                provenance=provenance.record())
   if out:
     atomic.write_text(out, json.dumps(result, indent=1) + '\n')
   return summary(result)

@@ -1,7 +1,7 @@
 """What seed 000's table sweeps share: the model, the step grid and WSD branches.
 
 The model is the regime of configs/quickstart.py (the study in
-docs/experiments.md). Steps are counted in units u: pre-training to the
+docs/seed000.md). Steps are counted in units u: pre-training to the
 transition is tau = 20 u, and the longest run is T_max = 2 tau (CPT = 100%).
 Fixed-E and Fixed-2E are each one long run whose checkpoints (every u, all
 kept) feed the rest:

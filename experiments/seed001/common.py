@@ -17,7 +17,7 @@ from configs import common as configs_common
 from experiments.seed002 import common as family
 
 SIZE = 48
-DENSE, UP = 150, 150   # sized to the shared 2-core machine (docs/experiments.md)
+DENSE, UP = 150, 150   # sized to the shared 2-core machine (docs/seed001.md)
 SMALL = dict(dense=5, up=20)   # 20: seed 001's 5% warmup phase gets a step
 BALANCE, Z_LOSS = 1e-2, 1e-3
 LR_UP = family.LR_MOE

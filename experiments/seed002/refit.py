@@ -20,7 +20,7 @@ import os
 from absl import flags
 import numpy as np
 
-from experiments import report, stats
+from experiments import provenance, report, stats
 from experiments.seed002 import fits
 from moe_jax import cli
 from moe_jax.errors import ConfigError
@@ -132,7 +132,7 @@ def _main(argv):
   if os.path.exists(f.out):
     raise ConfigError(f'--out={f.out} exists; remove it first')
   res = compute(f.csv)
-  files.write_json(f.out, res)
+  files.write_json(f.out, dict(res, provenance=provenance.record()))
   return text(res)
 
 

@@ -21,7 +21,7 @@ import time
 from absl import flags
 import numpy as np
 
-from experiments import plots, report, runner, stats, study_cli, sweep
+from experiments import plots, provenance, report, runner, stats, study_cli, sweep
 from experiments.seed002 import ablations, fits, grid
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import collect, forms, table
@@ -237,9 +237,16 @@ def _baseline_plot(cols, laws, path):
   return path
 
 
-def grid_report(runs, rows, arg, plot_dir):
-  """(sections, plots, fits) of the grid from its collected rows."""
-  del runs   # the fits read the collected rows
+def grid_fits(rows, arg):
+  """The grid's fits, JSON-ready: dataset forms per N1, the joint laws with
+  their bootstrap, D*, its bootstrap and its floors.
+
+  The fits are seeded, so one machine refits the same; another CPU need not:
+  BFGS walks the flat valley between a law's floor E and its scale, and
+  last-bit differences in numpy's exp/log (its SIMD paths differ by CPU) end
+  it elsewhere (the extension's dense B, beta and E moved by 12 % between two
+  machines of the same kind). So the results file keeps them, and a rebuild
+  renders what was fitted."""
   cols = table.from_rows(rows)
   by_size = fits.dataset_forms(cols)
   laws = fits.joint_laws(cols, n_boot=20 if grid.parse(arg).small else N_BOOT)
@@ -247,12 +254,29 @@ def grid_report(runs, rows, arg, plot_dir):
   crossings = fits.dstar_at(laws, n1s)
   boot = fits.dstar_bootstrap(laws, n1s)
   floors = fits.dstar_floors(cols, n1s)
-  fitted = dict(dataset_forms={str(k): v for k, v in by_size.items()}, joint=laws,
-                dstar={str(k): v for k, v in crossings.items()},
-                dstar_bootstrap=boot and dict(boot, by_n1={str(k): v
-                                                           for k, v in boot['by_n1'].items()}),
-                dstar_floors={str(e): {str(k): v for k, v in by.items()}
-                              for e, by in floors.items()})
+  return json.loads(json.dumps(dict(
+      dataset_forms={str(k): v for k, v in by_size.items()}, joint=laws,
+      dstar={str(k): v for k, v in crossings.items()},
+      dstar_bootstrap=boot and dict(boot, by_n1={str(k): v for k, v in boot['by_n1'].items()}),
+      dstar_floors={str(e): {str(k): v for k, v in by.items()} for e, by in floors.items()}),
+      default=float))
+
+
+def _float_keys(by):
+  return {float(k): v for k, v in by.items()}
+
+
+def grid_report(runs, rows, arg, plot_dir, fitted=None):
+  """(sections, plots, fits) of the grid from its collected rows and, when
+  given, the fits `grid_fits` made of them (else fitted here)."""
+  del runs   # the fits read the collected rows
+  cols = table.from_rows(rows)
+  fitted = fitted or grid_fits(rows, arg)
+  by_size, laws = _float_keys(fitted['dataset_forms']), fitted['joint']
+  crossings = _float_keys(fitted['dstar'])
+  boot = fitted['dstar_bootstrap'] and dict(fitted['dstar_bootstrap'],
+                                            by_n1=_float_keys(fitted['dstar_bootstrap']['by_n1']))
+  floors = {float(e): _float_keys(by) for e, by in fitted['dstar_floors'].items()}
   pngs = [_grid_plot(cols, laws, by_size, os.path.join(plot_dir, 'seed002_grid.png')),
           _baseline_plot(cols, laws, os.path.join(plot_dir, 'seed002_baselines.png'))]
   sections = [
@@ -332,13 +356,17 @@ def write(study, sweep_dir, arg=''):
     raise ConfigError(f'--study={study!r} is not one of {tuple(STUDIES)}')
   sweep.read(sweep_dir)   # a launched sweep, or a one-line error
   runs = report.load_runs(sweep_dir)
-  rows = collected(sweep_dir) if study == 'grid' else None
+  rows, extra = None, {}
+  if study == 'grid':
+    rows = collected(sweep_dir)
+    extra = dict(fitted=grid_fits(rows, arg))
   report.write_results(os.path.join(sweep_dir, f'seed002_{study}.json'), runs, study=study,
-                       arg=arg or '', collected=rows)
+                       arg=arg or '', collected=rows, **extra)
   sections, pngs, fitted = STUDIES[study]({r['name']: r for r in runs}, rows, arg,
-                                          _plot_dir(sweep_dir))
+                                          _plot_dir(sweep_dir), **extra)
   if fitted is not None:
-    files.write_json(os.path.join(sweep_dir, 'fits.json'), fitted)
+    files.write_json(os.path.join(sweep_dir, 'fits.json'),
+                     dict(fitted, provenance=provenance.record()))
   return save(sweep_dir, f'seed002_{study}', f'seed 002, {study}', sections, pngs)
 
 
@@ -353,14 +381,16 @@ def _from_file(path):
   study = extra.get('study')
   if study not in STUDIES:
     raise ConfigError(f'--results={path}: its study {study!r} is not one of {tuple(STUDIES)}')
-  return study, {r['name']: r for r in runs}, extra.get('collected'), extra.get('arg')
+  # A grid's results file keeps its fits (`grid_fits` says why); an older one is refitted.
+  fitted = {'fitted': extra['fitted']} if 'fitted' in extra else {}
+  return study, {r['name']: r for r in runs}, extra.get('collected'), extra.get('arg'), fitted
 
 
 def from_results(path):
   """The sections of a results file's report, as markdown (plots drawn and dropped)."""
-  study, runs, rows, arg = _from_file(path)
+  study, runs, rows, arg, fitted = _from_file(path)
   with tempfile.TemporaryDirectory() as plot_dir:
-    sections = STUDIES[study](runs, rows, arg, plot_dir)[0]
+    sections = STUDIES[study](runs, rows, arg, plot_dir, **fitted)[0]
   return sections_md(sections)
 
 
@@ -368,8 +398,8 @@ def rebuild(path, out=None):
   """The report of a results file alone; with `out`, its markdown and plots there."""
   if out is None:
     return from_results(path)
-  study, runs, rows, arg = _from_file(path)
-  sections, pngs, _ = STUDIES[study](runs, rows, arg, _plot_dir(out))
+  study, runs, rows, arg, fitted = _from_file(path)
+  sections, pngs, _ = STUDIES[study](runs, rows, arg, _plot_dir(out), **fitted)
   return save(out, f'seed002_{study}', f'seed 002, {study} (from {os.path.basename(path)})',
               sections, pngs)
 

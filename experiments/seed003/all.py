@@ -1,5 +1,5 @@
 r"""Every seed-003 study in one sweep, on one base run: what the CPU-scale results
-in docs/experiments.md ran (and, as `:small`, what CI runs).
+in docs/seed003.md ran (and, as `:small`, what CI runs).
 
   python -m experiments.launch --config=experiments/seed003/all.py \
       --workdir=/tmp/s003 --parallel=2

@@ -13,7 +13,7 @@ sequence-level balance loss; AdamW (0.9, 0.95), weight decay 0.1, init std
   small       2      32      4  1     32           4 x 16       4           4
 
 (`full` is sized for the shared 2-core machine: one run at a time, the whole
-sweep in about two hours under other jobs' load; docs/experiments.md.)
+sweep in about two hours under other jobs' load; docs/seed003.md.)
 
 `base` trains the small model through its decay and keeps a checkpoint every
 `every` steps; its last one is the "converged" checkpoint, its first the

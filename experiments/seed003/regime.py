@@ -28,9 +28,12 @@ Per seed s (config.seed; each seed has its own base):
                           grown by interposition, MORE[0] steps
   scratch_both_s{s}       the model both orders end at (2x layers, 2x experts),
                           from random init, BASE + 2 MORE[0] steps
-The seed's claims this answers: growth beats scratch at equal total tokens;
-interposition beats stacking from a trained base; alpha 0.01 beats 0 in width;
-depth -> width beats width -> depth (§5). `:small` is CI's variant (the
+What it answers: interposition against stacking from a trained base (Fig.
+3); growth against scratch at equal total tokens, which is not the seed's
+axis (Figs. 7-8 fix the additional budget or the total FLOPs; at equal
+tokens scratch spends 20-33 % more FLOPs); alpha 0.01 against 0 in width on
+LM loss, where the seed finds the loss similar and the gain downstream; and
+depth -> width against width -> depth, which the seed does not claim. `:small` is CI's variant (the
 `small` plan, a few steps, one seed).
 """
 import math

@@ -60,11 +60,19 @@ def tokenizer_for(config, workdir, train=True):
   Nothing is written here: the trainer caches a BPE it trained at
   `tokenizer_cache(config, workdir)` once every check of the run has passed,
   so a resumed run tokenises exactly as before. Readers of a checkpoint
-  (evaluate, upcycle) pass train=False: a BPE trained again is not
-  guaranteed to be the one the model learned.
+  (evaluate, upcycle, generate, export) pass train=False: a BPE trained again
+  is not guaranteed to be the one the model learned. A workdir is
+  self-contained for them: where a source that brings its own tokenizer (a
+  prepared corpus) cannot be read (moved, deleted), the workdir's copy stands in.
   """
   d = config.data
-  fixed = sources.get(d.source).tokenizer(d)
+  try:
+    fixed = sources.get(d.source).tokenizer(d)
+  except ConfigError:
+    fixed = None if train or not workdir else _own_tokenizer(config, workdir)
+    if fixed is None:
+      raise
+    return fixed
   if fixed is not None:
     if workdir:
       _check_cached(fixed, os.path.join(workdir, TOKENIZER_FILE), d.source)
@@ -202,6 +210,22 @@ def validation_entropy(config, tok):
   document but its first (the <bos>), which is what the validation loss averages
   over; for SFT records, their response tokens."""
   return sources.get(config.data.source).validation_entropy(config, tok)
+
+
+def _own_tokenizer(config, workdir):
+  """What a reader uses without the corpus of a source that brings its own
+  tokenizer: the workdir's tokenizer.json (a BPE corpus's, cached by the
+  trainer), or the byte tokenizer where the config names it and the model
+  has exactly its ids (a byte corpus caches nothing); None for another
+  source or where neither holds."""
+  if sources.get(config.data.source).brings_tokenizer:
+    path = os.path.join(workdir, TOKENIZER_FILE)
+    if os.path.isfile(path):
+      return BpeTokenizer.load(path)
+    if (config.data.tokenizer == 'byte'
+        and config.model.vocab_size == ByteTokenizer().vocab_size):
+      return ByteTokenizer()
+  return None
 
 
 def _check_cached(tok, path, what):

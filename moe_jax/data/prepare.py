@@ -20,16 +20,32 @@ an uninterrupted run; other sources, tokenizer or split settings are refused.
 A document is held out for validation when the hash of (--split_seed, its
 name) falls below --val_fraction (names: readers.py), so it keeps its side
 when others are added. --tokenizer=bpe trains a byte-level BPE on the first
---bpe_sample_mb MB of training text; PATH is an existing tokenizer.json.
+--bpe_sample_mb MB of training text (at most MAX_BPE_VOCAB ids); PATH is an
+existing tokenizer.json.
+
+What the input holds that is no text is counted, never silently dropped: a
+Parquet null in the text column is skipped, and a lone UTF-16 surrogate (valid
+JSON, "\ud800", but no character) is replaced by U+FFFD (readers.py); the
+counts are in the manifest's `input` and the printed summary, with a warning
+on stderr. Only files prepare itself names are removed from --out (a unit's
+temporary shards, its own manifest's atomic-write leftovers); an empty input
+leaves no --out behind. A full disk is a one-line error (exit 1); the same
+command, once there is room, resumes. Worker processes die with the command
+(a parent-death signal), killed or not.
 """
 import concurrent.futures
 import contextlib
-import glob
 import hashlib
 import json
+import math
 import multiprocessing
 import os
+import re
 import shutil
+import signal
+import sys
+import threading
+import time
 
 from absl import flags
 import numpy as np
@@ -38,9 +54,15 @@ from moe_jax import atomic, cli
 from moe_jax.data import prepared, readers, sources
 from moe_jax.data.tokenizer import (SPECIALS_FILE, TOKENIZER_FILE, BpeTokenizer, ByteTokenizer,
                                     train_bpe)
-from moe_jax.errors import ConfigError
+from moe_jax.errors import ConfigError, RunError
 
 _TMP = '.tmp'
+MAX_BPE_VOCAB = 1 << 20
+# The temporary files prepare writes into --out, and no others: a unit's shards
+# before their rename, and atomic.write_bytes' leftovers of its own files.
+_OWN_TMP = re.compile(r'(train|validation)-\d{5}\.(lengths\.npy|array_record)\.tmp|'
+                      rf'\.({re.escape(prepared.MANIFEST)}|{re.escape(TOKENIZER_FILE)}|'
+                      rf'{re.escape(SPECIALS_FILE)})\.[^/]+\.tmp')
 
 
 def is_validation(name, val_fraction, split_seed):
@@ -86,15 +108,63 @@ def _write_unit(out, index, unit, tok_spec, dtype, val_fraction, split_seed):
     lengths = np.asarray([len(t) for t in chosen], np.uint32)
     with open(base + '.lengths.npy' + _TMP, 'wb') as f:
       np.save(f, lengths)
-    writer = ArrayRecordWriter(base + '.array_record' + _TMP, 'group_size:1,zstd:1')
-    for t in chosen:
-      writer.write(t.astype(dtype).tobytes())
-    writer.close()
+    try:   # ArrayRecord reports a full disk as a RuntimeError
+      writer = ArrayRecordWriter(base + '.array_record' + _TMP, 'group_size:1,zstd:1')
+      for t in chosen:
+        writer.write(t.astype(dtype).tobytes())
+      writer.close()
+    except RuntimeError as e:
+      raise RunError(f'{base}.array_record: cannot write ({_first_line(e)}); run the same '
+                     'command again once there is room') from None
     os.replace(base + '.lengths.npy' + _TMP, base + '.lengths.npy')
     os.replace(base + '.array_record' + _TMP, base + '.array_record')
     shards[split] = dict(file=os.path.basename(base) + '.array_record', docs=len(chosen),
                          tokens=int(lengths.sum()))
   return shards
+
+
+def _first_line(error):
+  return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def _die_with_parent(parent):
+  """A worker's initializer: it must not outlive the command (killed with -9,
+  its queue's writer is gone and the worker would wait forever). Linux
+  delivers SIGKILL when the parent dies (PR_SET_PDEATHSIG); elsewhere a
+  thread polls the parent's pid."""
+  if sys.platform.startswith('linux'):
+    import ctypes  # pylint: disable=g-import-not-at-top
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # 1: PR_SET_PDEATHSIG
+  else:
+    def watch():
+      while os.getppid() == parent:
+        time.sleep(1)
+      os._exit(1)  # pylint: disable=protected-access
+    threading.Thread(target=watch, daemon=True).start()
+  if os.getppid() != parent:   # it died before the signal was set
+    os._exit(1)  # pylint: disable=protected-access
+
+
+def worker_pool(workers):
+  """The worker processes of `prepare --workers` (spawned, dying with this one)."""
+  return concurrent.futures.ProcessPoolExecutor(
+      workers, mp_context=multiprocessing.get_context('spawn'), initializer=_die_with_parent,
+      initargs=(os.getpid(),))
+
+
+def _check_numbers(workers, shard_mb, tokenizer, bpe_vocab_size, bpe_sample_mb):
+  if workers < 1:
+    raise ConfigError(f'--workers={workers} must be positive')
+  if not (math.isfinite(shard_mb) and shard_mb > 0):
+    raise ConfigError(f'--shard_mb={shard_mb} must be a finite number > 0')
+  if tokenizer != 'bpe':
+    return
+  if not (math.isfinite(bpe_sample_mb) and bpe_sample_mb > 0):
+    raise ConfigError(f'--bpe_sample_mb={bpe_sample_mb} must be a finite number > 0 (no text, '
+                      'no merges)')
+  if bpe_vocab_size > MAX_BPE_VOCAB:
+    raise ConfigError(f'--bpe_vocab_size={bpe_vocab_size} exceeds {MAX_BPE_VOCAB} '
+                      '(moe_jax.data.prepare.MAX_BPE_VOCAB)')
 
 
 def _check_out(out, paths):
@@ -146,6 +216,9 @@ def _make_tokenizer(spec, out, old, paths, args):
           seen += len(text)
           yield text
     tok = train_bpe(sample(), args['bpe_vocab_size'])
+    if tok.vocab_size <= ByteTokenizer().vocab_size:
+      raise ConfigError(f'--tokenizer=bpe learned no merges from the first --bpe_sample_mb='
+                        f'{args["bpe_sample_mb"]:g} MB of training text; give more text')
     return tok, {TOKENIZER_FILE: tok.to_json()}
   if not os.path.isfile(spec):
     raise ConfigError(f'--tokenizer={spec}: not byte, bpe or an existing tokenizer.json')
@@ -166,8 +239,7 @@ def prepare(src, out, tokenizer='byte', fmt='', text_field='text', workers=1, va
     readers.check(path, fmt, text_field)
   if not 0 < val_fraction < 1:
     raise ConfigError(f'--val_fraction={val_fraction} must be in (0, 1)')
-  if workers < 1 or shard_mb <= 0:
-    raise ConfigError(f'--workers={workers} and --shard_mb={shard_mb} must be positive')
+  _check_numbers(workers, shard_mb, tokenizer, bpe_vocab_size, bpe_sample_mb)
   args = dict(src=src, format=fmt, text_field=text_field, val_fraction=val_fraction,
               split_seed=split_seed, shard_mb=shard_mb, tokenizer=tokenizer,
               bpe_vocab_size=bpe_vocab_size if tokenizer == 'bpe' else None,
@@ -195,27 +267,41 @@ def prepare(src, out, tokenizer='byte', fmt='', text_field='text', workers=1, va
     atomic.write_text(os.path.join(out, name), text)
   _write_manifest(out, manifest)
   tok_spec = 'byte' if tok.fingerprint == 'byte' else os.path.join(out, TOKENIZER_FILE)
+  notes = readers.Notes()
   try:
-    _run(out, manifest, paths, args, tok_spec, workers, progress)
+    _run(out, manifest, paths, args, tok_spec, workers, progress, notes)
+    manifest.update(_totals(out, manifest, tok), input=notes.counts(), complete=True)
   except ConfigError:
-    if created and not manifest['units']:   # bad input found before any unit: leave no --out
-      shutil.rmtree(out)
+    if not old and not manifest['units']:   # bad input before any unit: leave no trace
+      _remove_own(out, created, tok_files)
     raise
   finally:
-    for tmp in glob.glob(os.path.join(out, '*' + _TMP)):
-      os.remove(tmp)
-  manifest.update(_totals(out, manifest, tok), complete=True)
+    for name in os.listdir(out) if os.path.isdir(out) else ():
+      if _OWN_TMP.fullmatch(name):
+        os.remove(os.path.join(out, name))
   _write_manifest(out, manifest)
+  for line in notes.lines():
+    print(f'warning: {line}', file=sys.stderr)
   return manifest
+
+
+def _remove_own(out, created, tok_files):
+  """Undoes the first write: --out itself where prepare made it, else its files."""
+  if created:
+    shutil.rmtree(out)
+    return
+  for name in [prepared.MANIFEST, *tok_files]:
+    if os.path.exists(os.path.join(out, name)):
+      os.remove(os.path.join(out, name))
 
 
 def _write_manifest(out, manifest):
   atomic.write_text(os.path.join(out, prepared.MANIFEST), json.dumps(manifest, indent=1) + '\n')
 
 
-def _run(out, manifest, paths, args, tok_spec, workers, progress):
+def _run(out, manifest, paths, args, tok_spec, workers, progress, notes):
   done = manifest['units']
-  docs = readers.documents(paths, args['format'], args['text_field'])
+  docs = readers.documents(paths, args['format'], args['text_field'], notes)
   units = _units(docs, args['shard_mb'] * 1e6)
   bar = _bar(progress)
   task = lambda i, unit: (_write_unit, out, i, unit, tok_spec, manifest['dtype'],
@@ -223,8 +309,7 @@ def _run(out, manifest, paths, args, tok_spec, workers, progress):
   with contextlib.ExitStack() as stack:
     pool = None
     if workers > 1:
-      pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(
-          workers, mp_context=multiprocessing.get_context('spawn')))
+      pool = stack.enter_context(worker_pool(workers))
       stack.callback(pool.shutdown, cancel_futures=True)
     pending = []   # (unit index, its size, docs, future) in input order, at most 2 * workers
 
@@ -308,6 +393,7 @@ def main(argv):
       prepare, f.src, f.out, f.tokenizer, f.format, f.text_field, f.workers, f.val_fraction,
       f.split_seed, f.shard_mb, f.bpe_vocab_size, f.bpe_sample_mb, f.progress)
   print(json.dumps(dict(out=os.path.abspath(f.out), tokenizer=manifest['tokenizer']['name'],
+                        input=manifest.get('input', {}),
                         **{s: {k: v for k, v in manifest['splits'][s].items() if k != 'shards'}
                            for s in prepared.SPLITS})))
 

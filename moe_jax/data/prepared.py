@@ -13,8 +13,10 @@ attends across a document boundary and the loss skips the boundary (packing.py
 has the same row format).
 
 Nothing is read at start but the manifest, each shard's record count (its
-footer) and, lazily, a shard's document lengths (`*.lengths.npy`, written by
-prepare and memory-mapped): memory and start-up do not grow with the corpus.
+footer), its first and last records and its document lengths (`*.lengths.npy`,
+written by prepare, memory-mapped and checked against the manifest), so a
+damaged shard is refused before a run writes anything; memory and start-up
+do not grow with the corpus beyond 4 bytes a document.
 The pipeline shuffles row indices (grain's index shuffle, a new order per
 epoch) and a batch reads its rows' records, so the batch of step s is a pure
 function of (seed, s) exactly as for an in-memory source, and resume is exact.
@@ -91,6 +93,14 @@ class Rows:
       raise ConfigError(f'{os.path.join(path, MANIFEST)}: the {split} split has no shards')
     self.starts = np.cumsum([0] + [s['tokens'] for s in self.shards])
     self.sources = [self._open(s) for s in self.shards]
+    for k in range(len(self.shards)):   # lengths and the records at both ends, before any write
+      ends = self._ends(k)
+      for doc in sorted({0, len(ends) - 1}):
+        got = len(self._record(k, doc))
+        want = int(ends[doc] - (ends[doc - 1] if doc else 0))
+        if got != want:
+          raise ConfigError(f'shard {os.path.join(path, self.shards[k]["file"])}: record {doc} '
+                            f'holds {got} tokens, its lengths.npy says {want}; prepare it again')
     self.total = int(self.starts[-1])
     self.count = max(0, (self.total - 1) // seq_len)
 
@@ -175,11 +185,17 @@ def _first_line(error):
 class Prepared(sources.Source):
   name = 'prepared'
   keys = ('data.path',)
+  brings_tokenizer = True
 
   def tokenizer(self, data):
     if not data.get('path'):
       read_manifest('')   # the error that names data.path
-    return _opened(os.path.abspath(data.path))[1]
+    tok = _opened(os.path.abspath(data.path))[1]
+    if data.get('tokenizer') == 'bpe' and tok.fingerprint == 'byte':
+      raise ConfigError(f'data.tokenizer=bpe, but {os.path.join(data.path, MANIFEST)} holds byte '
+                        'tokens: a prepared corpus brings its tokenizer; set data.tokenizer=byte '
+                        'or prepare the corpus with --tokenizer=bpe')
+    return tok
 
   def rows(self, config, tok, split):
     if config.data.get('part'):

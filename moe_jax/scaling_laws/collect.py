@@ -20,6 +20,8 @@ A row takes:
             source_experts = its experts (0: sparse upcycling); without
             one it is `dense` | `moe`, D1 = all tokens, D2 = 0. A stage that
             only continues training (init_from of the same model) adds tokens.
+A workdir whose config.json is there but is no run config (json_file.read_config)
+gives no row: its files may not be the run's either.
 A workdir written before lineage.json existed is read from run.json alone:
   from scratch        D1 = total_steps * tokens_per_step, D2 = 0
   upcycle_step = tau  D1 = tau * tokens_per_step, D2 = the rest
@@ -30,7 +32,7 @@ import math
 import os
 
 from moe_jax.errors import ConfigError
-from moe_jax.json_file import read_json
+from moe_jax.json_file import read_config, read_json
 
 
 def _field(record, dotted, where):
@@ -122,6 +124,8 @@ def _from_history(stages, total, where):
 def row(workdir):
   """One runs-table row (a dict with table.COLUMNS) for a workdir."""
   run, where = read_run(workdir), f'{workdir}/run.json'
+  if os.path.lexists(os.path.join(workdir, 'config.json')):
+    read_config(os.path.join(workdir, 'config.json'))
   get = lambda key: _field(run, key, where)
   total, tokens_per_step = get('total_steps'), get('tokens_per_step')
   step, loss = last_val_loss(workdir)

@@ -49,13 +49,16 @@ _BATCH_KEYS = ('inputs', 'targets', 'segment_ids', 'positions', 'loss_mask')
 
 
 def parse_bytes(text):
-  """'80GB', '24GiB', '512MB' -> bytes; a number without a unit is refused
-  (80 what?)."""
+  """'80GB', '24GiB', '512MB' -> bytes; a number without a unit (80 what?)
+  or no bytes at all (0GB: nothing fits, not a plan) is refused."""
   match = re.fullmatch(r'\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([A-Za-z]+)\s*', str(text))
   if not match or match.group(2).upper() not in _UNITS:
     raise ConfigError(f'--device_memory={text!r}: expected a number with a unit '
                       f'(e.g. 80GB, 24GiB; units {sorted(_UNITS)})')
-  return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+  nbytes = int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+  if nbytes <= 0:
+    raise ConfigError(f'--device_memory={text!r} must be at least 1 byte')
+  return nbytes
 
 
 def _tree_bytes(tree):

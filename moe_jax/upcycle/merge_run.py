@@ -130,6 +130,20 @@ def _router_rows(sources, params, a, seed):
   return merge_router.domain_rows(inputs, g, a['domain_steps'], a['domain_lr'], seed)
 
 
+def _check_distinct(srcs, sources):
+  """Refuses two --src that are one checkpoint (the same path twice, a link
+  to it, a workdir and its newest step): a merge of a model with itself
+  builds experts that are copies, an upcycle the merge recipe is not."""
+  seen = {}
+  for given, source in zip(srcs, sources):
+    real = os.path.realpath(source.ckpt)
+    if real in seen:
+      raise ConfigError(f'--src names checkpoint {real} twice ({seen[real]} and {given}); '
+                        'merge distinct checkpoints (for copies of one model, use '
+                        'configs/upcycle/dense_to_moe.py)')
+    seen[real] = given
+
+
 def merge_checkpoints(up_config, srcs, dst, overwrite=False):
   """Merges the dense checkpoints `srcs` by `up_config` (an `upcycle` group
   with recipe merge) into a new workdir `dst`; returns the report."""
@@ -137,6 +151,7 @@ def merge_checkpoints(up_config, srcs, dst, overwrite=False):
     raise ConfigError(f'merge needs --src=A,B[,...]: at least 2 non-empty paths, got '
                       f'{",".join(srcs)!r}')
   sources = [_Source(s, dst) for s in srcs]
+  _check_distinct(srcs, sources)
   dst = staging.check(dst, overwrite, '--dst')
   check_same_architecture(sources)
   config = sources[0].config.copy_and_resolve_references()

@@ -19,6 +19,7 @@ from moe_jax.atomic import write_text
 from moe_jax.data import sources
 from moe_jax.errors import ConfigError
 from moe_jax.json_file import read_json  # pylint: disable=unused-import (files.read_json)
+from moe_jax.json_file import read_config as read_config_record
 from moe_jax.models import config as model_config
 
 CONFIG = 'config.json'
@@ -80,7 +81,7 @@ def last_val_loss(workdir, first, last):
 
 def read_config(workdir):
   """The ConfigDict saved in `workdir`/config.json."""
-  return ml_collections.ConfigDict(read_json(os.path.join(workdir, CONFIG)))
+  return ml_collections.ConfigDict(read_config_record(os.path.join(workdir, CONFIG)))
 
 
 def write_config(workdir, config):
@@ -144,7 +145,7 @@ def check_compatible(config, workdir):
   path = os.path.join(workdir, CONFIG)
   if not os.path.exists(path):
     return
-  saved = read_json(path)
+  saved = read_config_record(path)
   checks = [(SHAPE_KEYS, 'a model of another shape')]
   if _trained_on_a_stream(workdir):
     checks.append((sources.stream_keys(saved, config), 'a run on another data stream'))

@@ -8,6 +8,7 @@ import jax
 
 from moe_jax import sharding
 from moe_jax.errors import ConfigError, RunError
+from moe_jax.workdir import coordinator
 
 # Set by moe_jax/multiprocess.py for each process it starts.
 ENV_ADDRESS, ENV_COUNT, ENV_INDEX = ('MOE_JAX_COORDINATOR_ADDRESS', 'MOE_JAX_NUM_PROCESSES',
@@ -50,7 +51,9 @@ def initialize(mesh_cfg):
   them, so any entry point joins without new flags. `mesh.distributed=True`
   alone leaves them to JAX's detection of SLURM, Open MPI and Cloud TPU. CPU
   devices of several processes talk through gloo, which has to be chosen
-  before the CPU backend starts.
+  before the CPU backend starts. A process other than 0 first asks whether a
+  coordinator listens at the address (coordinator.check: a one-line error
+  within coordinator.ANSWER_S seconds where another program does).
   """
   address = mesh_cfg.get('coordinator_address', '')
   count, index = mesh_cfg.get('num_processes', 0), mesh_cfg.get('process_id', -1)
@@ -69,6 +72,8 @@ def initialize(mesh_cfg):
   platforms = jax.config.jax_platforms or ''
   if (count > 1 or not explicit) and (not platforms or 'cpu' in platforms.split(',')):
     jax.config.update('jax_cpu_collectives_implementation', 'gloo')
+  if explicit and index > 0:
+    coordinator.check(address)
   try:
     if explicit:
       jax.distributed.initialize(address, count, index)

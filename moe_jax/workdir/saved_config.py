@@ -66,7 +66,7 @@ def load(workdir, overrides=()):
   if not os.path.exists(path):
     raise ConfigError(f'--workdir={workdir} has no {files.CONFIG} to continue from; start a '
                       'run with --config=configs/NAME.py (e.g. configs/lm_moe.py:tiny)')
-  record = files.read_json(path)
+  record = files.read_config_record(path)
   known = set(_keys(record))
   for arg in overrides:
     key, text = split_override(arg)

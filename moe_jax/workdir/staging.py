@@ -35,6 +35,7 @@ from absl import logging
 
 from moe_jax.atomic import sync_directory
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import containment
 
 NEW, OLD, TMP = '.moe_jax-new', '.moe_jax-old', '.moe_jax-tmp'
 _HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
@@ -49,7 +50,8 @@ def resolve(dst):
 def check(dst, overwrite, flag):
   """`resolve(dst)`, once a killed earlier run's leftovers are dealt with
   (`recover`, which says what it did); a ConfigError if `dst` exists (without
-  `overwrite`) or its parent is not a writable directory."""
+  `overwrite`), its parent is not a writable directory or it is one of a
+  run's own files or directories (containment.not_run_file: never replaced)."""
   if not dst:
     raise ConfigError(f'{flag} is empty')
   given, dst = dst, resolve(dst)
@@ -59,6 +61,7 @@ def check(dst, overwrite, flag):
                       + ('is not a directory' if os.path.lexists(parent) else 'does not exist'))
   if not os.access(parent, os.W_OK | os.X_OK):
     raise ConfigError(f'the parent directory of {flag}={given} is not writable')
+  containment.not_run_file(given, flag)
   for line in recover(dst):
     logging.warning('%s', line)
   if os.path.lexists(dst) and not overwrite:

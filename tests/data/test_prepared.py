@@ -21,10 +21,14 @@ KEYS = ('inputs', 'targets', 'segment_ids', 'positions', 'loss_mask')
 
 @pytest.fixture(scope='module')
 def corpus(tmp_path_factory):
+  """The split hashes each document's name, FILE:LINE as given: a relative
+  FILE keeps the split, and so every count below, the same in every run."""
   root = tmp_path_factory.mktemp('prepared')
   write_jsonl(root / 'a.jsonl', texts(120))
   out = str(root / 'out')
-  prepare.prepare(f'{root}/a.jsonl', out, val_fraction=0.2, shard_mb=0.001)
+  with pytest.MonkeyPatch.context() as mp:
+    mp.chdir(root)
+    prepare.prepare('a.jsonl', out, val_fraction=0.2, shard_mb=0.001)
   return out
 
 
@@ -69,6 +73,20 @@ def test_rows_match_the_in_memory_reference(corpus, split):
     np.testing.assert_array_equal(got['loss_mask'][i], (seg[:-1] == seg[1:]).astype(np.float32))
   # Documents never attend across a boundary: a row holds several, each its own segment.
   assert (got['segment_ids'].max(axis=1) > 1).any()
+
+
+@pytest.mark.parametrize('split', ['train', 'validation'])
+def test_a_seq_len_that_divides_the_stream_leaves_out_its_last_window(corpus, split):
+  """A stream of n * seq_len tokens holds n - 1 rows: the n-th would need one
+  token past the end (its last target)."""
+  total = prepared.read_manifest(corpus)['splits'][split]
+  total = sum(shard['tokens'] for shard in total['shards'])
+  seq_len = min(d for d in range(8, total) if total % d == 0)
+  config = _config(corpus, seq_len=seq_len)
+  rows = pipeline.packed(config, pipeline.tokenizer_for(config, None), split)
+  assert len(rows) == len(_reference(corpus, split, seq_len)) == total // seq_len - 1
+  last = rows.batch(np.array([len(rows) - 1]))
+  assert last['segment_ids'][0, -1] > 0   # the last row is whole: no padding
 
 
 def test_processes_read_disjoint_rows_whose_union_is_the_global_batch(corpus):

@@ -1,9 +1,15 @@
 """experiments.check_docs: the committed docs agree with their results files,
-and a drifted block or an unsourced results table is caught."""
+and a drifted block, an unsourced results table, a broken link, an overlong
+page and a results file without provenance are caught; docs/results.md's
+verdicts are recomputed from the results files."""
+import json
 import os
 import shutil
 
-from experiments import check_docs
+import pytest
+
+from experiments import check_docs, results_page
+from moe_jax.errors import ConfigError
 from tests.experiments import runs
 
 _BLOCK = ('<!-- generated: experiments.quickstart --results=docs/seed000/quickstart.json -->\n'
@@ -19,6 +25,8 @@ def _repo(tmp_path, page):
   shutil.copy(os.path.join(runs.REPO, 'docs', 'seed000', 'quickstart.json'),
               tmp_path / 'docs' / 'seed000' / 'quickstart.json')
   (tmp_path / 'docs' / 'experiments.md').write_text(page)
+  os.makedirs(tmp_path / 'experiments')   # the committed quickstart.json predates provenance
+  (tmp_path / check_docs.LEGACY_FILE).write_text('docs/seed000/quickstart.json\n')
   return str(tmp_path)
 
 
@@ -44,3 +52,54 @@ def test_results_tables_need_a_source(tmp_path):
           '## Unsourced\n\n' + table)
   findings = check_docs.check(repo=_repo(tmp_path, page))
   assert len(findings) == 1 and findings[0].startswith('docs/experiments.md:25: a results table')
+
+
+def test_links_to_missing_files_and_headings_are_found(tmp_path):
+  repo = _repo(tmp_path, '# A\n\n## Real heading\n\n[ok](#real-heading) [ok](seed000/quickstart.json)\n'
+               '[gone](nope.md) [bad anchor](experiments.md#no-such-heading)\n'
+               '```\n[in code](nope.md)\n```\n')
+  assert check_docs.check(repo=repo) == [
+      "docs/experiments.md:6: link 'nope.md': no file docs/nope.md",
+      "docs/experiments.md:6: link 'experiments.md#no-such-heading': no heading "
+      '#no-such-heading in docs/experiments.md']
+
+
+def test_a_page_over_the_limit_is_found(tmp_path):
+  repo = _repo(tmp_path, '# A\n' + 'line\n' * check_docs.MAX_LINES)
+  assert check_docs.check(repo=repo) == [
+      f'docs/experiments.md: {check_docs.MAX_LINES + 1} lines, over {check_docs.MAX_LINES}: '
+      'split the page']
+
+
+def test_results_files_need_provenance_unless_listed_and_present(tmp_path):
+  repo = _repo(tmp_path, '# A\n')
+  (tmp_path / 'docs' / 'seed000' / 'new.jsonl').write_text(
+      json.dumps({'x': 1, 'provenance': dict.fromkeys(check_docs.provenance.KEYS)}) + '\n'
+      + json.dumps({'x': 2}) + '\n')
+  (tmp_path / 'docs' / 'seed000' / 'metrics.jsonl').write_text('{"step": 1}\n')   # a run's file
+  with open(tmp_path / check_docs.LEGACY_FILE, 'a') as f:
+    f.write('docs/seed000/gone.json\n')
+  findings = check_docs.check(repo=repo)
+  assert findings == [
+      f'{check_docs.LEGACY_FILE}: docs/seed000/gone.json is gone: take it off the list',
+      'docs/seed000/new.jsonl: no provenance record (experiments/provenance.py): lacks '
+      + ', '.join(sorted(check_docs.provenance.KEYS))]
+
+
+def _claim(**kw):
+  c = dict(claim='more experts help', quantity='d', scale='tiny', seeds='3', section='x.md',
+           value={'quickstart': 'docs/seed000/quickstart.json', 'paired': 'Fixed-E - Fixed-2E'})
+  c.update(kw)
+  return {'seeds': [dict(seed='000', paper='p', page='x.md', summary='s', claims=[c])]}
+
+
+def test_a_verdict_is_recomputed_from_the_results_file():
+  # The 3-seed quickstart's Fixed-E - Fixed-2E interval, [-0.0107, +0.0470], holds 0.
+  (_, got), = results_page.rows(_claim(supports=[0, None]))
+  assert got[0][1] == 'inconclusive' and '+0.0181 [-0.0107, +0.0470]' in got[0][2]
+  (_, got), = results_page.rows(_claim(supports=[-1, 1]))
+  assert got[0][1] == 'agrees'
+  with pytest.raises(ConfigError, match="states 'agrees', its interval says 'inconclusive'"):
+    results_page.rows(_claim(supports=[0, None], verdict='agrees'))
+  with pytest.raises(ConfigError, match='states a number without a source'):
+    results_page.rows(_claim(value=None, verdict='agrees', ours='eta 0.98'))

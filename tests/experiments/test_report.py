@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from experiments import report
+from experiments import provenance, report
 from moe_jax.errors import ConfigError
 
 
@@ -120,6 +120,8 @@ def test_results_file_rebuilds_the_table_and_plots_alone(sweep_dir, tmp_path):
   text = report.write(sweep_dir, by=['config.moe.num_experts'])
   path = os.path.join(sweep_dir, 'results.json')
   runs, extra = report.read_results(path)
+  assert extra.pop('provenance')['commit'] == provenance.record()['commit']
+  assert extra.pop('sweep') == 'x.py'   # the sweep's config, as its sweep.json names it
   assert extra == {'metric': 'val_loss', 'by': ['config.moe.num_experts']}
   grown = {r['name']: r for r in runs}['grown']
   assert grown['final_val_loss'] == 3.75 and grown['final_loss'] is not None

@@ -1,6 +1,6 @@
 """Seed 000's studies end to end at `:small` size: each sweep launches, every
 run finishes, and its report has every row with numbers (CI-sized; the
-full-size runs and their results are in docs/experiments.md)."""
+full-size runs and their results are in docs/seed000.md)."""
 import json
 import os
 

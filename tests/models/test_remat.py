@@ -5,11 +5,13 @@ The train step's equivalence under each policy is in
 tests/train/test_memory_paths.py; here a two-block chain isolates the tie.
 """
 import jax
+from jax.ad_checkpoint import checkpoint_name
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from moe_jax.models import remat
+from moe_jax.models import remat, transformer
+from tests.models import fixtures
 
 
 def _block(w_DD, x_BD, i):
@@ -51,3 +53,43 @@ def test_each_backward_is_tied_into_the_chain(policy, monkeypatch):
 
 def test_none_is_the_function_itself():
   assert remat.checkpoint(_block, 'none') is _block
+
+
+def _named_block(w_DF, x_BD, i):
+  """A block whose saveable values all differ in shape: a dot without batch
+  dimensions, a batched dot, and the two names save_moe keeps."""
+  h_BF = jnp.sin(x_BD @ w_DF)                                        # (3, 12)
+  h_GBK = h_BF.reshape(3, 2, 6).swapaxes(0, 1)
+  s_GBB = jnp.einsum('gbk,gck->gbc', h_GBK, h_GBK)                   # (2, 3, 3)
+  gates_B = checkpoint_name(jax.nn.sigmoid(s_GBB.sum((0, 2))), remat.MOE_ROUTING)   # (3,)
+  y_BE = checkpoint_name(jnp.cos(h_BF[:, :4]) * gates_B[:, None], remat.MOE_OUT)    # (3, 4)
+  return jnp.tanh(y_BE), i + 1
+
+
+_INPUTS = [(3, 5), (5, 12)]
+
+
+@pytest.mark.parametrize('policy, saved', [
+    ('full', _INPUTS),
+    ('save_dots', _INPUTS + [(2, 3, 3), (3, 12)]),
+    ('save_dots_no_batch', _INPUTS + [(3, 12)]),
+    ('save_moe', _INPUTS + [(3,), (3, 4)])])
+def test_each_policy_saves_its_values(policy, saved):
+  """The residuals jax.vjp keeps for the backward pass are the block's inputs
+  and exactly what the policy names (gradients alone cannot tell: remat
+  changes what is stored, not what is computed)."""
+  w_DF = jax.random.normal(jax.random.key(0), (5, 12)) / 3
+  x_BD = jax.random.normal(jax.random.key(1), (3, 5))
+  _, pullback = jax.vjp(remat.checkpoint(_named_block, policy), w_DF, x_BD, jnp.int32(0))
+  assert sorted(v.shape for v in jax.tree.leaves(pullback)) == sorted(saved)
+
+
+def test_the_moe_layer_names_what_save_moe_keeps():
+  """save_moe keeps values by name: the MoE layer must tag its routing and
+  output, or the policy silently becomes 'full'."""
+  cfg = fixtures.tiny_model_config(num_experts=4, top_k=2)
+  model = transformer.Transformer(cfg)
+  tokens_BL = jnp.zeros((2, 8), jnp.int32)
+  params = jax.eval_shape(model.init, jax.random.key(0), tokens_BL)
+  jaxpr = str(jax.make_jaxpr(lambda p: model.apply(p, tokens_BL))(params))
+  assert f'name={remat.MOE_ROUTING}' in jaxpr and f'name={remat.MOE_OUT}' in jaxpr

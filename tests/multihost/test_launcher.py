@@ -48,7 +48,7 @@ def test_first_failure_stops_the_others_and_sets_the_status():
   assert proc.returncode == 3
   assert time.monotonic() - t0 < 30   # SIGTERM ignored: SIGKILL after the grace second
   assert re.fullmatch(r'error: process 1 of 2 exited with status 3; stopped the others in '
-                      r'[\d.]+ s', proc.stdout.strip().splitlines()[-1]), proc.stdout
+                      r'[\d.]+ s', proc.stderr.strip().splitlines()[-1]), proc.stderr
 
 
 def test_a_signal_to_the_launcher_reaches_every_process_once():

@@ -65,7 +65,7 @@ def _assert_close(got, want, steps):
 def test_killed_process_stops_the_run_which_resumes_on_any_process_count(tmp_path):
   run = str(tmp_path / 'run')
   killed = _launch(run, _BASE, env={'MOE_JAX_TEST_KILL_AT': '5'})
-  last = killed.stdout.strip().splitlines()[-1]
+  last = killed.stderr.strip().splitlines()[-1]   # the launcher's error: line
   assert killed.returncode == 128 + 9, killed.stdout[-3000:]
   seconds = float(re.fullmatch(r'error: process 1 of 2 was killed by SIGKILL; stopped the '
                                r'others in ([\d.]+) s', last).group(1))

@@ -24,7 +24,7 @@ def test_below_dstar_upcycling_wins_and_above_scratch_wins():
 
 def test_a_rising_crossing_is_not_dstar():
   """Laws fitted on the first CPU extension of seed 002's grid (N1 = 32,928;
-  docs/experiments.md) also cross near 1e4 tokens, far below their data, the
+  docs/seed002.md) also cross near 1e4 tokens, far below their data, the
   other way (the MoE from scratch ahead below it): D* is only where the MoE
   overtakes upcycling."""
   moe = dict(A=437.7032, B=6.459232, alpha=0.5139511, beta=0.2953629, E=1.141294)

@@ -46,3 +46,17 @@ def test_regressions_by_hand_and_bad_input():
     exponents.exponent_law([1e4, 1e4], [0.1, 0.2])
   with pytest.raises(ConfigError, match='positive scale factors'):
     exponents.scale_law(d1, [1.0, -1.0, 2.0])
+
+
+def test_r2_is_the_squared_correlation_on_noisy_data():
+  """A least-squares line's R^2 is corr(x, y)^2; noisy points far from the
+  origin tell a centred sum of squares from an uncentred one."""
+  rng = np.random.default_rng(0)
+  d1 = np.geomspace(1e4, 1e7, 12)
+  alphas = 0.3 - 0.01 * np.log(d1) + 0.02 * rng.standard_normal(len(d1))
+  scales = 7.0 * d1 ** -0.25 * np.exp(0.3 * rng.standard_normal(len(d1)))
+  for got, y in ((exponents.exponent_law(d1, alphas), -alphas),
+                 (exponents.scale_law(d1, scales), np.log(scales))):
+    want = np.corrcoef(np.log(d1), y)[0, 1] ** 2
+    assert 0.05 < want < 0.95
+    assert got['r2'] == pytest.approx(want, rel=1e-9)

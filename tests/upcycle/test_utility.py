@@ -100,6 +100,22 @@ def test_allocation_rules_invariants(rule):
         np.testing.assert_array_equal(r, [m] * len(u))
 
 
+@pytest.mark.parametrize('m', [2, 4])
+def test_proportional_allocation_is_within_one_of_its_quota(m):
+  """Hamilton's rule on 200 random utility vectors (skewed, with zeros, over
+  E = 2 ... 32): each expert keeps its copy plus (m - 1) * E * its share,
+  rounded down or up, never further, and the counts add to m * E."""
+  rng = np.random.default_rng(m)
+  for _ in range(200):
+    e = int(rng.integers(2, 33))
+    u = rng.pareto(1.0, e) * (rng.random(e) > 0.2)
+    r = utility.allocate(u, m, 'proportional')
+    share = u / u.sum() if u.sum() > 0 else np.full(e, 1 / e)
+    quota = 1 + (m - 1) * e * share
+    assert r.sum() == m * e and r.min() >= 1, (u, r)
+    assert np.all(np.abs(r - quota) < 1), (u, r, quota)
+
+
 def test_sampled_allocation_is_seeded_and_proportional_on_average():
   u = np.random.default_rng(0).random(8)
   a, b = (utility.allocate(u, 2, 'sampled', seed=7) for _ in range(2))

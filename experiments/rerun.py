@@ -1,0 +1,163 @@
+r"""Rerun a committed results file's runs at HEAD on this machine, and say how
+far the numbers moved.
+
+  python -m experiments.rerun --results=docs/seed000/quickstart.json [--runs=K | --only=NAME,...] \
+      [--workdir=DIR] [--parallel=2] [--out=FILE] [--dry_run]
+
+reads the sweep a results file was made by (the quickstart's summary: the
+sweep of configs/quickstart.py at its `arg`; a report's results file: its
+`sweep`, or for seed 000's tables experiments/seed000/table<study>.py at its
+`arg`), launches its first K runs (default all; --only names them), with the
+runs they start from, into DIR (default a temporary directory, removed at
+the end; never one inside docs/ or holding the results file), and prints per
+run the committed final validation loss, today's and their difference, then
+the largest drift. A run's config that differs from the committed one
+(report files record it) is listed key by key: a changed default is a cause
+of drift. With --out it writes that table as JSON, with provenance
+(experiments/provenance.py). Two runs of one config and seed agree to the
+last digit only on one commit, one machine and one XLA build: the drift
+printed is what a claim must be larger than to survive a rerun.
+"""
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+from absl import flags
+
+from experiments import launch, provenance, report
+from experiments.seed000 import analysis
+from moe_jax import cli
+from moe_jax.errors import ConfigError
+from moe_jax.workdir import containment, files
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def committed(path):
+  """(config spec, {run name: committed final validation loss}, {run name:
+  committed config or None}) of a results file, runs in launch order."""
+  if not os.path.isfile(path):
+    raise ConfigError(f'--results={path} is not a file')
+  saved = files.read_json(path)
+  if isinstance(saved.get('losses'), dict) and 'seeds' in saved:   # experiments.quickstart
+    arg = saved.get('arg')
+    if arg is None:   # written before it recorded its arg: the defaults but steps, E, seeds
+      arg = f'steps={saved["steps"]},experts={saved["experts"]},seeds={max(saved["seeds"]) + 1}'
+    spec = 'configs/quickstart.py' + (f':{arg}' if arg else '')
+    by_seed = {(arm, s): x for arm, xs in saved['losses'].items()
+               for s, x in zip(saved['seeds'], xs)}
+    losses = {f'{arm}_s{s}': by_seed[arm, s] for s in saved['seeds'] for arm in saved['losses']}
+    return spec, losses, dict.fromkeys(losses)
+  runs, extra = report.read_results(path)
+  spec = extra.get('sweep')
+  if not spec and re.fullmatch(r'\w+', str(extra.get('study', ''))) and os.path.exists(
+      os.path.join(_REPO, 'experiments', 'seed000', f'table{extra["study"]}.py')):
+    spec = f'experiments/seed000/table{extra["study"]}.py'   # seed 000's reports named no sweep
+    spec += f':{extra["arg"]}' if extra.get('arg') else ''
+  if not spec:
+    raise ConfigError(f'--results={path} names no sweep (key "sweep") to launch again')
+  done = [r for r in runs if r.get('final_val_loss') is not None]
+  return (spec, {r['name']: r['final_val_loss'] for r in done},
+          {r['name']: r.get('config') for r in done})
+
+
+def _flat(d, prefix=''):
+  out = {}
+  for k, v in (d or {}).items():
+    if isinstance(v, dict):
+      out.update(_flat(v, f'{prefix}{k}.'))
+    else:
+      out[prefix + k] = v
+  return out
+
+
+def config_changes(old, new):
+  """['key: old -> new'] of two configs (a key one of them lacks: '<none>')."""
+  a, b = _flat(old), _flat(new)
+  return [f'{k}: {a.get(k, "<none>")} -> {b.get(k, "<none>")}'
+          for k in sorted(set(a) | set(b)) if a.get(k, '<none>') != b.get(k, '<none>')]
+
+
+def rerun(results, runs=0, only=(), workdir=None, parallel=1, out=None, dry_run=False):
+  """Launches the chosen runs again; returns dict(results, sweep, runs=[{name,
+  committed, now, drift, config_changes}], max_abs_drift). `dry_run`: prints
+  the runs and their commands instead (launching and writing nothing) and
+  returns None."""
+  if runs < 0:
+    raise ConfigError(f'--runs={runs} must be at least 1 (0: all)')
+  spec, losses, configs = committed(results)
+  names = list(only) or list(losses)[:runs or None]
+  unknown = [n for n in names if n not in losses]
+  if unknown:
+    raise ConfigError(f'--only: {", ".join(unknown)} not among the runs of --results={results} '
+                      f'({", ".join(losses)})')
+  docs = os.path.join(_REPO, 'docs')
+  for flag, path in (('--workdir', workdir), ('--out', out)):
+    containment.apart(path, flag, results, '--results', 'results file')
+    if path and containment.overlaps(os.path.realpath(os.path.abspath(path)),
+                                     os.path.realpath(docs)):
+      raise ConfigError(f'{flag}={path} lies in docs/: a rerun never writes beside the '
+                        'committed results')
+  if out and os.path.exists(out):
+    raise ConfigError(f'--out={out} exists; remove it first')
+  if dry_run:
+    print(f'{results}: {len(losses)} runs of {spec}; rerun {", ".join(names)}')
+    launch.launch(os.path.join(_REPO, spec), workdir or os.path.join(tempfile.gettempdir(),
+                                                                     'rerun_DIR'),
+                  'local', parallel, dry_run=True, only=names)
+    return None
+  own = workdir is None
+  workdir = tempfile.mkdtemp(prefix='rerun_') if own else workdir
+  try:
+    code = launch.launch(os.path.join(_REPO, spec), workdir, 'local', parallel, only=names)
+    if code:
+      raise ConfigError(f'the rerun of {", ".join(names)} failed (exit {code}); its logs: '
+                        f'{workdir}/<run>/log.txt' + (' (removed)' if own else ''))
+    now = {r['name']: r for r in report.load_runs(workdir)}
+  finally:
+    if own:
+      shutil.rmtree(workdir, ignore_errors=True)
+  rows = []
+  for n in names:
+    got = analysis.final_loss(now[n])
+    rows.append(dict(name=n, committed=losses[n], now=got, drift=got - losses[n],
+                     config_changes=config_changes(configs[n], now[n]['config'])
+                     if configs[n] else None))
+  return dict(results=os.path.relpath(os.path.abspath(results), _REPO), sweep=spec, runs=rows,
+              max_abs_drift=max(abs(r['drift']) for r in rows))
+
+
+def text(res):
+  out = [f'{res["results"]} ({res["sweep"]}) rerun at HEAD: final validation loss',
+         f'  {"run":<28}{"committed":>12}{"now":>12}{"now - committed":>18}']
+  for r in res['runs']:
+    out.append(f'  {r["name"]:<28}{r["committed"]:>12.6f}{r["now"]:>12.6f}{r["drift"]:>+18.6f}')
+    out += [f'    config changed: {c}' for c in r['config_changes'] or ()]
+  out.append(f'largest |drift|: {res["max_abs_drift"]:.6f} over {len(res["runs"])} runs')
+  return '\n'.join(out)
+
+
+def main(argv):
+  del argv
+  f = flags.FLAGS
+  res = cli.run_reporting_errors(rerun, f.results, f.runs, f.only, f.workdir, f.parallel, f.out,
+                                 f.dry_run)
+  if res is None:
+    return
+  if f.out:
+    files.write_json(f.out, dict(res, provenance=provenance.record()))
+  print(text(res))
+
+
+if __name__ == '__main__':   # flags only here: tests import this module
+  flags.DEFINE_string('results', None, 'A committed results file.', required=True)
+  flags.DEFINE_integer('runs', 0, 'Rerun the first K runs (0: all).')
+  flags.DEFINE_list('only', [], 'Rerun these runs (and what they start from) instead.')
+  flags.DEFINE_string('workdir', None, 'Where the runs go (default: a temporary directory, '
+                      'removed at the end).')
+  flags.DEFINE_integer('parallel', 1, 'Runs at a time.', lower_bound=1)
+  flags.DEFINE_string('out', None, 'Also write the table as JSON, with provenance.')
+  flags.DEFINE_bool('dry_run', False, 'Print the runs and their commands; launch nothing.')
+  cli.run_app(main)

@@ -1,0 +1,203 @@
+r"""docs/results.md: per seed, the paper's claims and our verdicts, from one
+claims file whose every number is resolved from a committed results file.
+
+  python -m experiments.results_page --results=docs/claims.json
+
+prints the page's generated block; `python -m experiments.check_docs`
+rebuilds and compares it. A claim in the claims file reads
+
+  {"claim": what the paper says, "quantity": what we measured (its unit),
+   "value": a source, "against": a second source (optional),
+   "supports": [low, high] (null: unbounded), "verdict": (optional),
+   "scale": the runs' size, "seeds": which seeds, "section": "seed000.md#anchor",
+   "note": (optional)}
+
+and a source is one of
+
+  {"quickstart": FILE, "paired": "Fixed-E - Fixed-2E"}   a paired difference of the
+                                                        quickstart's summary (t interval)
+  {"quickstart": FILE, "eta": true}                      its eta (bootstrap interval)
+  {"runs": FILE, "a": "k1_s{s}_sparse_8", "b": "k1_s{s}_up_4", "seeds": [0, 1, 2]}
+                                                        final val loss a - b paired by seed
+                                                        (a, b: templates, or lists of names)
+  {"json": FILE, "key": "a.b.c"}                         a number, or a dict with an
+                                                        estimate (estimate | mean | rho)
+                                                        and lo, hi
+  {"eval": SWEEP_DIR, "mode": "loglik", "model": "sft", "task": "arc_easy"}
+                                                        accuracy, mean over seeds, with
+                                                        Wilson's interval at one seed's n
+
+The verdict is computed wherever there is an interval: one value is held
+against `supports` (experiments.stats.verdict); a value `against` another
+agrees or disagrees only where their intervals are disjoint (`supports`
+[0, null] reads value > against). A stated verdict must equal the computed
+one (else an error); without an interval it must be stated ('inconclusive',
+'not run', or a verdict a note explains), and a claim without a source may
+state no decimal number.
+"""
+import math
+import os
+import re
+
+from absl import flags
+
+from experiments import quickstart, report, stats
+from experiments.moesturizer import table as moesturizer_table
+from moe_jax import cli
+from moe_jax.errors import ConfigError
+from moe_jax.eval import harness
+from moe_jax.workdir import files
+
+VERDICTS = ('agrees', 'disagrees', 'inconclusive', 'not run')
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _path(rel):
+  path = os.path.join(_REPO, rel)
+  if not os.path.exists(path):
+    raise ConfigError(f'claims: source {rel} does not exist')
+  return path
+
+
+def resolve(src):
+  """dict(estimate, lo, hi) of a source (lo, hi None where it has no interval)."""
+  if 'quickstart' in src:
+    s = quickstart.read(_path(src['quickstart']))
+    ev = quickstart.evidence(s['losses'])
+    if src.get('eta'):
+      e = ev['eta']
+      return dict(estimate=e['estimate'], lo=e.get('lo'), hi=e.get('hi'))
+    t = ev['paired'].get(src['paired'])
+    if t is None:
+      raise ConfigError(f'claims: {src["quickstart"]} has no paired difference '
+                        f'{src["paired"]!r} (has: {", ".join(ev["paired"])})')
+    return dict(estimate=t['mean'], lo=t['lo'], hi=t['hi'])
+  if 'runs' in src:
+    runs = {r['name']: r for r in report.read_results(_path(src['runs']))[0]}
+    names = lambda t: t if isinstance(t, list) else [t.format(s=s) for s in src['seeds']]
+    diffs = []
+    for a, b in zip(names(src['a']), names(src['b'])):
+      for n in (a, b):
+        if n not in runs or runs[n].get('final_val_loss') is None:
+          raise ConfigError(f'claims: {src["runs"]} has no finished run {n!r}')
+      diffs.append(runs[a]['final_val_loss'] - runs[b]['final_val_loss'])
+    t = stats.paired(diffs)
+    return dict(estimate=t['mean'], lo=None if t['n'] < 2 else t['lo'],
+                hi=None if t['n'] < 2 else t['hi'])
+  if 'json' in src:
+    obj = files.read_json(_path(src['json']))
+    for k in src['key'].split('.'):
+      if not isinstance(obj, dict) or k not in obj:
+        raise ConfigError(f'claims: {src["json"]} has no key {src["key"]!r}')
+      obj = obj[k]
+    if isinstance(obj, (int, float)):
+      return dict(estimate=obj, lo=None, hi=None)
+    est = next((obj[k] for k in ('estimate', 'mean', 'rho') if k in obj), None)
+    return dict(estimate=est, lo=obj.get('lo'), hi=obj.get('hi'))
+  if 'eval' in src:
+    by_model = moesturizer_table.results(_path(src['eval'])).get(src['mode'], {})
+    rs = by_model.get(src['model'], {}).get(src['task'])
+    if not rs:
+      raise ConfigError(f'claims: {src["eval"]} has no {src["mode"]} result of '
+                        f'{src["model"]} on {src["task"]}')
+    mean, n = sum(r['accuracy'] for r in rs) / len(rs), rs[0]['n']
+    lo, hi = harness.wilson(mean * n, n)
+    return dict(estimate=100 * mean, lo=100 * lo, hi=100 * hi, seeds=len(rs))
+  raise ConfigError(f'claims: a source names none of quickstart, runs, json, eval: {src}')
+
+
+def _bound(x, default):
+  return default if x is None else x
+
+
+def verdict(claim, value, against):
+  """The computed verdict, or None where the values have no interval or the
+  claim no range (`supports`) to hold them against."""
+  if 'supports' not in claim:
+    return None
+  low, high = (_bound(x, d) for x, d in zip(claim.get('supports', [None, None]),
+                                             (-math.inf, math.inf)))
+  if value['lo'] is None or (against and against['lo'] is None):
+    return None
+  if against is None:
+    return stats.verdict((value['lo'], value['hi']), low, high)
+  if value['lo'] > against['hi']:
+    return 'agrees' if low >= 0 else 'disagrees'
+  if value['hi'] < against['lo']:
+    return 'disagrees' if low >= 0 else 'agrees'
+  return 'inconclusive'
+
+
+def _number(v, digits):
+  """Accuracies (digits=1) unsigned, differences signed."""
+  return f'{v:.1f}' if digits == 1 else f'{v:+.{digits}f}'
+
+
+def _ours(claim, value, against):
+  digits = claim.get('digits', 4)
+  one = lambda v: _number(v['estimate'], digits) + (
+      '' if v['lo'] is None else f' [{_number(v["lo"], digits)}, {_number(v["hi"], digits)}]')
+  text = f'{claim["quantity"]}: {one(value)}'
+  if against:
+    text += f' vs {claim["against_label"]}: {one(against)}'
+  return text
+
+
+def rows(claims):
+  """[(seed entry, [(claim, verdict, ours)])] with every number resolved."""
+  out = []
+  for seed in claims['seeds']:
+    got = []
+    for c in seed['claims']:
+      if c.get('value') is None:
+        computed, ours = None, c.get('ours', '-')
+        if re.search(r'\d\.\d', ours):
+          raise ConfigError(f'claims: {c["claim"]!r} states a number without a source: '
+                            'give it a "value"')
+      else:
+        value = resolve(c['value'])
+        against = resolve(c['against']) if 'against' in c else None
+        computed, ours = verdict(c, value, against), _ours(c, value, against)
+      stated = c.get('verdict')
+      if stated is not None and stated not in VERDICTS:
+        raise ConfigError(f'claims: verdict {stated!r} of {c["claim"]!r} is not one of '
+                          f'{", ".join(VERDICTS)}')
+      if computed and stated and computed != stated:
+        raise ConfigError(f'claims: {c["claim"]!r} states {stated!r}, its interval says '
+                          f'{computed!r}')
+      v = computed or stated
+      if v is None:
+        raise ConfigError(f'claims: {c["claim"]!r} has no interval: state its verdict')
+      got.append((c, v, ours))
+    out.append((seed, got))
+  return out
+
+
+def from_results(path):
+  """The generated block of docs/results.md from a claims file."""
+  if not os.path.isfile(path):
+    raise ConfigError(f'--results={path} is not a file')
+  lines = []
+  for seed, got in rows(files.read_json(path)):
+    counts = {v: sum(1 for _, x, _ in got if x == v) for v in VERDICTS}
+    lines += [f'## Seed {seed["seed"]}: {seed["paper"]}', '',
+              f'{seed["summary"]} ({", ".join(f"{n} {v}" for v, n in counts.items() if n)}; '
+              f'the page: [{seed["page"]}]({seed["page"]}))', '',
+              '| the paper says | our verdict | ours [95 % interval] | scale, seeds | where |',
+              '|---|---|---|---|---|']
+    for c, v, ours in got:
+      note = f' ({c["note"]})' if c.get('note') else ''
+      lines.append(f'| {c["claim"]} | **{v}**{note} | {ours} | {c["scale"]}; {c["seeds"]} | '
+                   f'[section]({c["section"]}) |')
+    lines.append('')
+  return '\n'.join(lines)
+
+
+def main(argv):
+  del argv
+  print(cli.run_reporting_errors(from_results, flags.FLAGS.results), end='')
+
+
+if __name__ == '__main__':
+  flags.DEFINE_string('results', 'docs/claims.json', 'The claims file.')
+  cli.run_app(main)

@@ -1,0 +1,109 @@
+"""One rule for what a command writes (moe_jax/workdir/containment.py): a new
+file unless --overwrite, never a run's own file (config.json, metrics.jsonl,
+lineage.json, checkpoints/...) of any workdir, never under a source such as
+--data_dir; and a config.json that is a JSON object of other keys (what an
+--out over it used to leave) is refused in one line by every reader."""
+import json
+import os
+
+import pytest
+
+from experiments import report
+from tests.robustness import damage, rows
+from tests.robustness.rows import param
+from tests.robustness.test_read_only_inputs import _DOC, _task_data
+
+_EVAL = '--tasks=arc_easy --data_dir={tmp}/data'
+_RESULT_LINE = json.dumps(dict(task='arc_easy', mode='loglik', n=1, accuracy=1.0))
+
+
+def _both(*setups):
+  def setup(p):
+    for s in setups:
+      s(p)
+  return setup
+
+
+def _over_config(p):
+  damage.write(p['copy'], 'config.json', _RESULT_LINE + '\n')
+
+
+OUT_ROWS = [
+    param(f'eval_out_over_its_{name.replace("/", "_")}', f'--ckpt={{copy}} {_EVAL} '
+          f'--out={{copy}}/{name} {flag}', r'is a file of the run in .*/copy; write it elsewhere',
+          _task_data(**_DOC), module='moe_jax.evaluate')
+    for name, flag in (('config.json', ''), ('config.json', '--overwrite'),
+                       ('metrics.jsonl', '--overwrite'), ('lineage.json', '--overwrite'),
+                       ('checkpoints/2/_CHECKPOINT_METADATA', '--overwrite'),
+                       ('tb/new.jsonl', ''))] + [
+    param('eval_out_over_another_runs_config', f'--ckpt={{wd}} {_EVAL} '
+          '--out={copy}/config.json --overwrite', r'is a file of the run in .*/copy',
+          _task_data(**_DOC), module='moe_jax.evaluate'),
+    param('eval_out_under_data_dir', f'--ckpt={{wd}} {_EVAL} '
+          '--out={tmp}/data/oe_eval_tasks/arc_easy/new.jsonl --overwrite',
+          r'must lie outside --data_dir \(task data ', _task_data(**_DOC),
+          module='moe_jax.evaluate'),
+    param('eval_out_an_existing_file', f'--ckpt={{wd}} {_EVAL} --out={{tmp}}/notes.txt',
+          r'--out=.*notes.txt exists; pass --overwrite to replace it',
+          _both(_task_data(**_DOC), lambda p: damage.write(p['tmp'], 'notes.txt', 'mine')),
+          module='moe_jax.evaluate'),
+    param('inspect_plot_an_existing_file', '--ckpt={wd} --norms --plot={tmp}/n.png',
+          r'--plot=.*n.png exists; pass --overwrite',
+          lambda p: damage.write(p['tmp'], 'n.png', 'mine'), module='moe_jax.inspect'),
+    param('inspect_plot_into_checkpoints', '--ckpt={wd} --norms --plot={copy}/checkpoints/n.png',
+          r'is a file of the run in .*/copy', module='moe_jax.inspect'),
+    param('collect_out_an_existing_file', 'collect {wd} --out={tmp}/runs.jsonl',
+          r'--out=.*runs.jsonl exists; pass --overwrite',
+          lambda p: damage.write(p['tmp'], 'runs.jsonl', 'mine'), module='moe_jax.scaling_laws'),
+    param('collect_out_over_another_runs_metrics', 'collect {wd} --out={copy}/metrics.jsonl '
+          '--overwrite', r'is a file of the run in .*/copy', module='moe_jax.scaling_laws'),
+    param('export_out_over_another_runs_checkpoints', '--ckpt={wd} --out={copy}/checkpoints '
+          '--overwrite', r'--out=.*/checkpoints .* is a file of the run in .*/copy',
+          module='moe_jax.interop.export_hf'),
+    # config.json overwritten by a JSON object of other keys (a results line).
+    param('eval_config_json_of_other_keys', '--ckpt={copy}',
+          r"config.json: not a run config \(no key 'seed'; its keys: accuracy, mode, n, task\)",
+          _over_config, module='moe_jax.evaluate'),
+    param('main_config_json_of_other_keys', '--workdir={copy}', r'config.json: not a run config',
+          _over_config, module='moe_jax.main'),
+    param('generate_config_json_of_other_keys', '--ckpt={copy} --prompt=a',
+          r'config.json: not a run config', _over_config, module='moe_jax.generate'),
+    param('config_json_group_not_an_object', '--ckpt={copy}',
+          r"config.json: not a run config \(no group 'model'",
+          lambda p: damage.edit_json(p['copy'], 'config.json', lambda r: r.update(model=3)),
+          module='moe_jax.evaluate'),
+    param('collect_config_json_of_other_keys', 'collect {copy}', r'config.json: not a run config',
+          _over_config, module='moe_jax.scaling_laws'),
+]
+
+
+@pytest.mark.parametrize('row', OUT_ROWS)
+def test_refuses_to_write_over(cli, trained, tmp_path, row):
+  rows.check(cli, row.module, row, tmp_path, trained)
+
+
+def test_eval_out_is_a_new_file_beside_the_run_or_replaced_with_overwrite(cli, trained, tmp_path,
+                                                                          copy_of):
+  copy = copy_of(trained)
+  _task_data(**_DOC)(dict(tmp=str(tmp_path)))
+  argv = [f'--ckpt={copy}', '--tasks=arc_easy', f'--data_dir={tmp_path}/data',
+          f'--out={copy}/benchmarks.0.jsonl']
+  first = cli.run('moe_jax.evaluate', *argv, cwd=tmp_path)
+  assert first.rc == 0, first.stderr
+  with open(os.path.join(copy, 'benchmarks.0.jsonl')) as f:
+    assert f.read() == first.stdout
+  again = cli.run('moe_jax.evaluate', *argv, cwd=tmp_path)
+  assert again.rc == 2 and 'exists; pass --overwrite' in again.stderr, again.stderr
+  replaced = cli.run('moe_jax.evaluate', *argv, '--overwrite', cwd=tmp_path)
+  assert replaced.rc == 0, replaced.stderr
+
+
+def test_report_warns_on_a_torn_last_metrics_line(tmp_path, capsys):
+  path = tmp_path / 'metrics.jsonl'
+  path.write_text(json.dumps(dict(step=1, loss=3.0)) + '\n{"step": 2, "lo')
+  assert report._metrics(str(path)) == [dict(step=1, loss=3.0)]  # pylint: disable=protected-access
+  err = capsys.readouterr().err
+  assert err.startswith('warning: ') and 'line 2 is torn' in err and err.count('\n') == 1
+  path.write_text(json.dumps(dict(step=1, loss=3.0)) + '\n')
+  report._metrics(str(path))  # pylint: disable=protected-access
+  assert capsys.readouterr().err == ''
