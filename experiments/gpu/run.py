@@ -15,8 +15,7 @@ A failed or timed-out step is recorded and the next one runs.
   workflow  experiments/gpu/config.py:workflow (~90M parameters, MoE 4 -> 8
             experts at tau in the run): an uninterrupted run, then one that
             gets SIGTERM after tau (experiments/gpu/term_at.py) resumed by
-            the same command, sharing JAX's compilation cache; the losses of every
-            step compared; `evaluate`; `export_hf`; the export's logits in
+            the same command; the losses of every step compared; `evaluate`; `export_hf`; the export's logits in
             transformers against moe_jax's (experiments/gpu/hf_logits.py)
   speed     experiments.bench.mesh_step on one device: `10layer`, 16
             sequences, pallas_mosaic_gpu, attention reference / cudnn /
@@ -32,6 +31,7 @@ row, whose interpret mode is slow): what tests/experiments/test_gpu_run.py
 runs.
 """
 import argparse
+import ctypes
 import json
 import os
 import shlex
@@ -53,17 +53,40 @@ TESTS = ['tests/kernels/test_device.py', 'tests/kernels/test_gmm_mgpu.py',
          'tests/models/test_losses.py']
 TESTS_DESELECT = 'not (float32 and device_tiles)'
 
-# Seconds per step on the device (8 minutes in all), and in the dry run.
+# Seconds per step on the device (8 minutes in all), and in the dry run,
+# where they only stop a hung command (a shared CPU may be slow).
 BUDGET = dict(tests=110, workflow=170, speed_attention=100, speed_loss=60, speed_8x05b=50)
-DRY_BUDGET = dict(tests=60, workflow=90, speed_attention=60, speed_loss=60, speed_8x05b=60)
+DRY_BUDGET = dict(tests=300, workflow=300, speed_attention=300, speed_loss=300, speed_8x05b=300)
+
+
+_LIVE = set()   # the process groups running now: `_stop` ends them
+
+
+def _die_with_parent():
+  """A command must not outlive this script: Linux sends it SIGKILL when the
+  script dies, however (PR_SET_PDEATHSIG)."""
+  if sys.platform.startswith('linux'):
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # 1: PR_SET_PDEATHSIG
+
+
+def _stop(signum, frame):
+  """SIGTERM or SIGHUP: the running commands' groups get SIGKILL, then exit."""
+  del frame
+  for pid in list(_LIVE):
+    os.killpg(pid, signal.SIGKILL)
+  sys.exit(128 + signum)
 
 
 def _run(cmd, timeout, env=None, background=False):
   """Runs cmd (a list) in its own process group; {cmd, rc, seconds, timed_out,
   stdout, tail}. background=True returns the Popen to `_wait` on instead."""
-  proc = subprocess.Popen(cmd, cwd=_REPO, env=env or _env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
+  env = env or _env()
+  proc = subprocess.Popen(cmd, cwd=_REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                          preexec_fn=_die_with_parent)
+  _LIVE.add(proc.pid)
   proc.started, proc.timeout = time.monotonic(), timeout
+  proc.env_set = {k: v for k, v in env.items() if k != 'PYTHONPATH' and os.environ.get(k) != v}
   return proc if background else _wait(proc)
 
 
@@ -75,15 +98,19 @@ def _wait(proc):
     os.killpg(proc.pid, signal.SIGKILL)
     out, _ = proc.communicate()
     timed_out = True
-  return dict(cmd=shlex.join(proc.args), rc=proc.returncode, timed_out=timed_out,
+  _LIVE.discard(proc.pid)
+  return dict(cmd=shlex.join(['python', *proc.args[1:]]), env=proc.env_set,
+              rc=proc.returncode, timed_out=timed_out,
               seconds=round(time.monotonic() - proc.started, 1), stdout=out,
               tail=out[-1500:])
 
 
 def _env(**extra):
-  env = dict(os.environ, PYTHONPATH=_REPO, **extra)
-  env.pop('XLA_FLAGS', None) if 'XLA_FLAGS' not in extra else None
-  return env
+  """The commands' environment: this repository first, and no XLA_FLAGS but
+  what a step sets (`extra`, recorded with its command), so a caller's flags
+  (a test's 8 fake CPU devices) change nothing."""
+  env = {k: v for k, v in os.environ.items() if k != 'XLA_FLAGS'}
+  return dict(env, PYTHONPATH=_REPO, **extra)
 
 
 def _json_line(result):
@@ -127,7 +154,7 @@ def step_tests(ctx):
                       background=True) for name in ('workflow', '10layer')}
   junit = os.path.join(ctx.out, 'tests.xml')
   args = ['--collect-only'] if ctx.dry_run else [f'--junitxml={junit}']
-  tests = _run(_py('pytest', '-q', '-p', 'no:xdist', '-p', 'no:cacheprovider', '-k',
+  tests = _run(_py('pytest', '-q', '-rfE', '-p', 'no:xdist', '-p', 'no:cacheprovider', '-k',
                    TESTS_DESELECT, *args, *TESTS), budget, quiet)
   summary = (tests['stdout'].strip().splitlines() or [''])[-1]
   memory = {}
@@ -162,13 +189,10 @@ def step_workflow(ctx):
   # Three quarters of the way, after the transition at half.
   steps = 8 if ctx.dry_run else 200
   term_at = steps * 3 // 4
-  # One after the other, sharing JAX's compilation cache: the second run and
-  # the resumed one compile nothing the first did not. XLA's deterministic
+  # One after the other: the second run and the resumed one compile nothing
+  # the first did not (JAX's compilation cache, `main`). XLA's deterministic
   # reductions on the GPU, so equal means equal.
-  env = _env(JAX_COMPILATION_CACHE_DIR=os.path.join(ctx.out, 'jax_cache'),
-             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',
-             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='0',
-             XLA_FLAGS='' if ctx.dry_run else '--xla_gpu_deterministic_ops=true')
+  env = _env(XLA_FLAGS='' if ctx.dry_run else '--xla_gpu_deterministic_ops=true')
   out = dict(uninterrupted=_brief(_run(_py('moe_jax.main', config, f'--workdir={whole}'),
                                        left(), env)),
              interrupted=_brief(_run(_py('experiments.gpu.term_at', f'--term_at_batch={term_at}',
@@ -184,8 +208,7 @@ def step_workflow(ctx):
   out['evaluate'] = _brief(evaluate, result=_json_line(evaluate))
   export = _run(_py('moe_jax.interop.export_hf', f'--ckpt={whole}', f'--out={hf}'), left())
   out['export_hf'] = _brief(export, result=_json_line(export))
-  logits = _run(_py('experiments.gpu.hf_logits', f'--ckpt={whole}', f'--hf={hf}'), left(),
-                _env(CUDA_VISIBLE_DEVICES=os.environ.get('CUDA_VISIBLE_DEVICES', '')))
+  logits = _run(_py('experiments.gpu.hf_logits', f'--ckpt={whole}', f'--hf={hf}'), left())
   out['hf_logits'] = _brief(logits, result=_json_line(logits))
   commands_ok = all(r['rc'] == 0 for r in (out['uninterrupted'], out['interrupted'],
                                            out['resumed'], evaluate, export, logits))
@@ -263,6 +286,13 @@ def main(argv=None):
     print(f'error: --out={args.out} exists and is not empty', file=sys.stderr)
     return 2
   os.makedirs(args.out, exist_ok=True)
+  signal.signal(signal.SIGTERM, _stop)
+  signal.signal(signal.SIGHUP, _stop)
+  # Every command shares one compilation cache: a program compiled twice (a
+  # run and its resumption, a plan and its run) compiles once.
+  os.environ.update(JAX_COMPILATION_CACHE_DIR=os.path.join(args.out, 'jax_cache'),
+                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',
+                    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='0')
   ctx = Context(args.out, args.dry_run)
   record = dict(provenance=provenance(argv), dry_run=args.dry_run, budget_s=ctx.budget, steps={})
   path = os.path.join(args.out, 'gpu_run.json')

@@ -12,7 +12,7 @@ def _run(*args):
   env = dict(os.environ, PYTHONPATH=_REPO)
   env.pop('XLA_FLAGS', None)   # one CPU device, as on a lent GPU machine's one GPU
   return subprocess.run([sys.executable, '-m', 'experiments.gpu.run', *args], cwd=_REPO,
-                        env=env, capture_output=True, text=True, check=False, timeout=300)
+                        env=env, capture_output=True, text=True, check=False, timeout=1200)
 
 
 def test_dry_run_passes_every_step(tmp_path):
