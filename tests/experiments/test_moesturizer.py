@@ -1,8 +1,7 @@
 """Seed 004's grid as a sweep: the commands of its runs (chained upcycles,
-evaluations), its table, and the whole :small grid end to end."""
+evaluations), its table, and the :small grid end to end."""
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -12,9 +11,9 @@ from experiments import hyper, runner
 from experiments.moesturizer import config as moesturizer, letter_probe, parting, table
 from moe_jax.workdir import files
 from tests.eval import olmo_fixture
+from tests.experiments import runs
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_SPEC = os.path.join(_REPO, 'experiments', 'moesturizer', 'config.py')
+_SPEC = os.path.join(runs.REPO, 'experiments', 'moesturizer', 'config.py')
 
 
 def test_a_chained_upcycle_grows_twice_then_trains_then_evaluates():
@@ -165,15 +164,13 @@ _CHAIN_AND_SFT = 'dus40_moe4-2_s0,sft_s0'
 
 
 @pytest.mark.parametrize('only', [_CHAIN_AND_SFT, pytest.param('', marks=pytest.mark.slow)])
-def test_small_grid_end_to_end(only, tmp_path):
+def test_small_grid_end_to_end(only, tmp_path, jax_cache):
   data = olmo_fixture.write_eval(str(tmp_path / 'olmo_eval'))
   workdir = tmp_path / 'grid'
-  env = dict(os.environ, PYTHONPATH=_REPO)
-  proc = subprocess.run([sys.executable, '-m', 'experiments.launch',
-                         f'--config={_SPEC}:small,data_dir={data}', f'--workdir={workdir}',
-                         *([f'--only={only}'] if only else [])],
-                        cwd=_REPO, env=env, capture_output=True, text=True, check=False)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  code, _, err = runs.run('experiments.launch', f'--config={_SPEC}:small,data_dir={data}',
+                          f'--workdir={workdir}', *([f'--only={only}'] if only else []),
+                          cache_dir=jax_cache)
+  assert code == 0, err[-3000:]
   text = table.table(str(workdir))
   rows = (('base', 'sft', 'dus40_moe4-2') if only else
           ('base', 'larger', 'sft', 'dus40', 'moe4-2', 'dus40_moe4-2', 'larger_sft'))
