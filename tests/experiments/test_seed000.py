@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from experiments.seed000 import (cpt_length, report as seed000_report, table3, table4, table5,
-                                 table8)
+from experiments.seed000 import (base, cpt_length, report as seed000_report, table3, table4,
+                                 table5, table8)
 from tests.experiments import runs
 
 
@@ -121,6 +121,31 @@ def test_quickstart_small(tmp_path, jax_cache):
                               cache_dir=jax_cache)
   assert code == 0, err
   assert again.strip() in out
+
+
+def test_table3_part_b_rows_are_branches_at_full_size():
+  """(b)'s rows below 100%: Fixed-E and Fixed-2E decayed from their long runs
+  and Fixed-E grown at tau, all over the same last D steps (`:small` runs
+  only the 100% row, which is (a)'s tau / T = 0.5 row and the long runs)."""
+  from experiments import hyper   # pylint: disable=g-import-not-at-top
+  points = {p['name']: p for p in table3.get_hyper(hyper)}
+  part_a, part_b = table3.rows()
+  tau, e = 800, table3.get_config().moe.num_experts
+  assert [t for t, _ in part_a] == [80, 200, 400, 600, 800]
+  assert [cpt for cpt, _ in part_b] == [80, 200, 400, 600, 800]
+  assert part_b[-1][1] == ('fixed', 'a_tau=800', 'fixed2x')
+  for cpt, (fixed, up, fixed2x) in part_b[:-1]:
+    total, d = tau + cpt, base.decay_steps(tau + cpt, tau)
+    assert points[fixed]['resume_from'] == hyper.run('fixed', step=total - d)
+    assert points[fixed2x]['resume_from'] == hyper.run('fixed2x', step=total - d)
+    assert points[up]['resume_from'] == hyper.run('fixed', step=tau)
+    assert points[up]['config.upcycle.step'] == tau
+    assert points[fixed2x]['config.moe.num_experts'] == 2 * e
+    assert 'config.moe.num_experts' not in points[fixed]
+    for name in (fixed, up, fixed2x):
+      assert points[name]['config.total_steps'] == total
+      assert points[name]['config.opt.decay_fraction'] == d / total
+  assert len(points) == 2 + len(part_a) + 3 * (len(part_b) - 1)
 
 
 def test_cpt_length_arms_at_full_size():
