@@ -18,7 +18,6 @@ import re
 
 from experiments import hyper
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import config_check
 from moe_jax.workdir import files
 
 SWEEP_FILE, OVERRIDES_FILE = 'sweep.json', 'overrides.json'
@@ -45,6 +44,9 @@ def plan(spec):
     raise ConfigError(f'{spec}: get_hyper must return a non-empty list of dicts (points)')
   configs = [_apply(config, p) for p in points]
   names = _names(points)
+  # Imported here: it imports JAX, which a run's driver (experiments.run, one
+  # process per run, which reads the sweep but plans nothing) does not need.
+  from moe_jax.workdir import config_check  # pylint: disable=g-import-not-at-top
   for name, c in zip(names, configs):   # the trainer's own checks, before any run starts
     c = c.copy_and_resolve_references()
     if REF.search(str(c.init_from)):   # another run's checkpoint: it exists once that run ran

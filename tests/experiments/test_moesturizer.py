@@ -1,8 +1,7 @@
 """Seed 004's grid as a sweep: the commands of its runs (chained upcycles,
-evaluations), its table, and the whole :small grid end to end."""
+evaluations), its table, and the :small grid end to end."""
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -12,9 +11,9 @@ from experiments import hyper, runner
 from experiments.moesturizer import config as moesturizer, letter_probe, parting, table
 from moe_jax.workdir import files
 from tests.eval import olmo_fixture
+from tests.experiments import runs
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_SPEC = os.path.join(_REPO, 'experiments', 'moesturizer', 'config.py')
+_SPEC = os.path.join(runs.REPO, 'experiments', 'moesturizer', 'config.py')
 
 
 def test_a_chained_upcycle_grows_twice_then_trains_then_evaluates():
@@ -156,19 +155,30 @@ def test_table_shows_the_router_of_the_last_logged_step(tmp_path):
           'H 1.100 / 1.386, CV 0.30, max load 70 % |') in text
 
 
-def test_small_grid_end_to_end(tmp_path):   # 7 runs, 16 processes: ~80 s of CPU
+# CI runs the chained upcycle (DUS 40 then MoE 4-2: both upcycle configs, the
+# unnormalised router's statistics) and the SFT of the base beside the stand-in
+# base they start from: 3 runs, 8 processes. The other rows take the same code
+# paths (one upcycle of the chain, SFT of the other stand-in); the whole grid
+# (7 runs, 16 processes, ~3 minutes) is the slow variant.
+_CHAIN_AND_SFT = 'dus40_moe4-2_s0,sft_s0'
+
+
+@pytest.mark.parametrize('only', [_CHAIN_AND_SFT, pytest.param('', marks=pytest.mark.slow)])
+def test_small_grid_end_to_end(only, tmp_path, jax_cache):
   data = olmo_fixture.write_eval(str(tmp_path / 'olmo_eval'))
   workdir = tmp_path / 'grid'
-  env = dict(os.environ, PYTHONPATH=_REPO)
-  proc = subprocess.run([sys.executable, '-m', 'experiments.launch',
-                         f'--config={_SPEC}:small,data_dir={data}', f'--workdir={workdir}'],
-                        cwd=_REPO, env=env, capture_output=True, text=True, check=False)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  code, _, err = runs.run('experiments.launch', f'--config={_SPEC}:small,data_dir={data}',
+                          f'--workdir={workdir}', *([f'--only={only}'] if only else []),
+                          cache_dir=jax_cache)
+  assert code == 0, err[-3000:]
   text = table.table(str(workdir))
-  for row in ('base', 'larger', 'sft', 'dus40', 'moe4-2', 'dus40_moe4-2', 'larger_sft'):
+  rows = (('base', 'sft', 'dus40_moe4-2') if only else
+          ('base', 'larger', 'sft', 'dus40', 'moe4-2', 'dus40_moe4-2', 'larger_sft'))
+  for row in rows:
     assert f'| {row} |' in text
-  moe_row = next(line for line in text.splitlines() if line.startswith('| moe4-2 |'))
-  assert ' | H ' in moe_row and ', CV ' in moe_row   # the router's statistics
+  for moe in ('moe4-2', 'dus40_moe4-2')[bool(only):]:
+    moe_row = next(line for line in text.splitlines() if line.startswith(f'| {moe} |'))
+    assert ' | H ' in moe_row and ', CV ' in moe_row   # the router's statistics
   assert 'arc_easy (n=2)' in text and 'gsm8k (n=2)' in text
 
 

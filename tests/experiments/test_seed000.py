@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from experiments.seed000 import (cpt_length, report as seed000_report, table3, table4, table5,
-                                 table8)
+from experiments.seed000 import (base, cpt_length, report as seed000_report, table3, table4,
+                                 table5, table8)
 from tests.experiments import runs
 
 
@@ -42,7 +42,10 @@ def _numbers(cells):
 
 
 # Table 4 runs the sweep of issue 35's rerun: utility copies by the proportional rule.
-_ARGS = {'4': 'small,allocation=proportional'}
+# Table 5 runs its top-1 rows (5 runs, not 9): the top-2 rows' runs are
+# test_quickstart_small's arms (Fixed-E, Fixed-2E, expand_experts and
+# dense_to_moe in the run, top-2), and top-1 alone has the exact copies.
+_ARGS = {'4': 'small,allocation=proportional', '5': 'small,top_k=1'}
 _FILES = {'cpt': 'cpt_length'}
 
 
@@ -70,8 +73,8 @@ def test_table_sweep_small(tmp_path, jax_cache, table):
       for layer in record['layers'].values():
         assert sum(layer['counts']) == 8 and min(layer['counts']) >= 1
   elif table == '5':
-    assert table5.top_ks('small') == (1, 2)
-    for k, _, e, names in table5.rows('small'):
+    assert table5.top_ks('small') == (1, 2) and table5.top_ks(arg) == (1,)
+    for k, _, e, names in table5.rows(arg):
       cells = _row(out, k, f'{100 * k / (2 * e):.2f}% ({2 * e})')
       _numbers(cells[3:7] + cells[9:11])   # four losses, both transitions' jumps
       with open(os.path.join(workdir, names['upcycled'], 'upcycle_report.json')) as f:
@@ -118,6 +121,31 @@ def test_quickstart_small(tmp_path, jax_cache):
                               cache_dir=jax_cache)
   assert code == 0, err
   assert again.strip() in out
+
+
+def test_table3_part_b_rows_are_branches_at_full_size():
+  """(b)'s rows below 100%: Fixed-E and Fixed-2E decayed from their long runs
+  and Fixed-E grown at tau, all over the same last D steps (`:small` runs
+  only the 100% row, which is (a)'s tau / T = 0.5 row and the long runs)."""
+  from experiments import hyper   # pylint: disable=g-import-not-at-top
+  points = {p['name']: p for p in table3.get_hyper(hyper)}
+  part_a, part_b = table3.rows()
+  tau, e = 800, table3.get_config().moe.num_experts
+  assert [t for t, _ in part_a] == [80, 200, 400, 600, 800]
+  assert [cpt for cpt, _ in part_b] == [80, 200, 400, 600, 800]
+  assert part_b[-1][1] == ('fixed', 'a_tau=800', 'fixed2x')
+  for cpt, (fixed, up, fixed2x) in part_b[:-1]:
+    total, d = tau + cpt, base.decay_steps(tau + cpt, tau)
+    assert points[fixed]['resume_from'] == hyper.run('fixed', step=total - d)
+    assert points[fixed2x]['resume_from'] == hyper.run('fixed2x', step=total - d)
+    assert points[up]['resume_from'] == hyper.run('fixed', step=tau)
+    assert points[up]['config.upcycle.step'] == tau
+    assert points[fixed2x]['config.moe.num_experts'] == 2 * e
+    assert 'config.moe.num_experts' not in points[fixed]
+    for name in (fixed, up, fixed2x):
+      assert points[name]['config.total_steps'] == total
+      assert points[name]['config.opt.decay_fraction'] == d / total
+  assert len(points) == 2 + len(part_a) + 3 * (len(part_b) - 1)
 
 
 def test_cpt_length_arms_at_full_size():
