@@ -24,15 +24,10 @@ def sweep_file(directory, hyper_body):
   return path
 
 
-# XLA's CPU backend without its costly optimisations: the runs' tiny programs
-# compile in about two thirds of the CPU time and run as fast, to the same
-# losses (a cold :small run of seed 000: 15 -> 10 s of CPU).
-FAST_COMPILE = ('--xla_backend_optimization_level=0', '--xla_llvm_disable_expensive_passes=true')
-
-
 def env(cache_dir, **extra):
-  """One CPU device (the runs are what is tested, not sharding), the caller's
-  other XLA flags (--xla_cpu_max_isa=AVX2) and FAST_COMPILE, and a JAX
+  """One CPU device (the runs are what is tested, not sharding), the other
+  XLA flags of the session (tests/conftest.py's fast compiles, a caller's
+  --xla_cpu_max_isa=AVX2), and a JAX
   compilation cache: runs of one shape compile once. A size limit turns on the
   cache's file lock, so runs in parallel never read a half-written entry."""
   out = dict(os.environ, PYTHONPATH=REPO, JAX_COMPILATION_CACHE_DIR=str(cache_dir),
@@ -41,7 +36,7 @@ def env(cache_dir, **extra):
              JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='0', **extra)
   flags = [f for f in out.get('XLA_FLAGS', '').split()
            if not f.startswith('--xla_force_host_platform_device_count')]
-  out['XLA_FLAGS'] = ' '.join(flags + list(FAST_COMPILE))
+  out['XLA_FLAGS'] = ' '.join(flags)
   return out
 
 
