@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from configs import lm_dense, lm_moe
+from configs import common, lm_dense, lm_moe
 from configs.upcycle import dense_to_moe
 from moe_jax.errors import ConfigError
 from moe_jax.train import trainer
@@ -34,7 +34,12 @@ def _main(*args):
                         capture_output=True, text=True, check=False)
 
 
-def _saved(tmp_path, **config):
+def _saved(tmp_path, **groups):
+  """A workdir whose config.json is the base config with `groups` updated
+  (a run's config.json holds every key: moe_jax/json_file.py refuses less)."""
+  config = common.base().to_dict()
+  for key, value in groups.items():
+    config[key] = dict(config[key], **value) if isinstance(value, dict) else value
   workdir = tmp_path / 'w'
   workdir.mkdir()
   files.write_json(str(workdir / files.CONFIG), config)
