@@ -79,7 +79,10 @@ def test_multiprocess_leaves_no_process_behind(signum, reaper):
 
 
 def _pool_script(workers):
-  return ('import sys, time\n'
+  # SIGHUP's default action (exit), as a terminal's parent gets it: under
+  # nohup the test session ignores SIGHUP, and an ignored signal is inherited.
+  return ('import signal, sys, time\n'
+          'signal.signal(signal.SIGHUP, signal.SIG_DFL)\n'
           'from moe_jax.data import prepare\n'
           f'pool = prepare.worker_pool({workers})\n'
           f'futures = [pool.submit(time.sleep, 60) for _ in range({workers})]\n'
