@@ -58,6 +58,19 @@ def _read_pids(proc, count, timeout=60):
   return pids
 
 
+def _signal_and_check_gone(proc, count, signum, reaper):
+  """`proc` prints the `count` pids of its family; all alive, then `signum`
+  to `proc` alone, and none of them may be left within _WAIT_S."""
+  reaper(proc.pid)
+  pids = _read_pids(proc, count)
+  for pid in pids:
+    reaper(pid)
+  assert len(pids) == count and all(_alive(p) for p in pids), pids
+  proc.send_signal(signum)
+  proc.wait(timeout=_WAIT_S)
+  assert _wait_gone(pids) == []
+
+
 # Each process: a shell (the child) with a sleep of its own (the grandchild).
 _FAMILY = 'sleep 60 & echo pids $$ $!; wait'
 
@@ -68,14 +81,7 @@ def test_multiprocess_leaves_no_process_behind(signum, reaper):
   proc = subprocess.Popen([sys.executable, '-m', 'moe_jax.multiprocess', '--processes=2', '--',
                            'bash', '-c', _FAMILY], cwd=harness.REPO, env=harness.env(),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  reaper(proc.pid)
-  pids = _read_pids(proc, 4)
-  for pid in pids:
-    reaper(pid)
-  assert len(pids) == 4 and all(_alive(p) for p in pids), pids
-  proc.send_signal(signum)
-  proc.wait(timeout=_WAIT_S)
-  assert _wait_gone(pids) == []
+  _signal_and_check_gone(proc, 4, signum, reaper)
 
 
 def _pool_script(workers):
@@ -96,14 +102,7 @@ def _pool_script(workers):
 def test_prepare_workers_die_with_the_parent(signum, reaper):
   proc = subprocess.Popen([sys.executable, '-c', _pool_script(2)], cwd=harness.REPO,
                           env=harness.env(), stdout=subprocess.PIPE, text=True)
-  reaper(proc.pid)
-  pids = _read_pids(proc, 2)
-  for pid in pids:
-    reaper(pid)
-  assert len(pids) == 2 and all(_alive(p) for p in pids), pids
-  proc.send_signal(signum)
-  proc.wait(timeout=_WAIT_S)
-  assert _wait_gone(pids) == []
+  _signal_and_check_gone(proc, 2, signum, reaper)
 
 
 def test_sigterm_stops_the_start_loop_at_once(reaper):
