@@ -20,7 +20,7 @@ from moe_jax.models import stacking, transformer
 from moe_jax.models import config as model_config
 from moe_jax.train import accumulate, optimizer, phases as phases_lib
 from moe_jax.train import state as state_lib, step
-from moe_jax.upcycle import mapping, transition
+from moe_jax.upcycle import mapping, recipes, transition
 from moe_jax.workdir import checkpoint, placement
 
 
@@ -116,26 +116,28 @@ def evaluate(program, params, batches):
   return validation.mean_loss(program.eval_step, params, batches, program.batch_sharding)
 
 
-def upcycle(program, dst_config, state, mesh, score_batches=(), report_batches=()):
-  """The in-run transition at the current step (seed 000's upcycle at tau).
+def upcycle(program, dst_config, state, mesh, batches=(), report_batches=()):
+  """The in-run transition at the current step (seed 000's upcycle at tau):
+  transition.grow of the one in-memory source with the training `batches` its
+  recipe reads (transition.batches_needed).
 
   Returns the target Program, the grown state (params by the recipe, the
-  optimizer state by its policy), the function-preservation report, the
-  utility-score record (or None) and the recipe. The transition reads and
-  writes the checkpoint layout.
+  optimizer state by its policy), the function-preservation report ({}
+  without `report_batches`) and the recipe. The transition reads and writes
+  the checkpoint layout.
   """
   new = build(dst_config, mesh, start_step=int(state.step))
   old, target = program.to_checkpoint(state), new.checkpoint_state
-  params, recipe, scores = transition.apply(program.config, dst_config, old.params,
-                                            score_batches, _shardings(target.params))
+  growth = transition.grow(program.config, dst_config,
+                           [recipes.Input(program.config, old.params, tuple(batches))],
+                           [report_batches] if report_batches else None,
+                           _shardings(target.params))
   opt_state = jax.jit(
-      lambda o: mapping.map_opt_state(recipe, o, target.opt_state, target.params,
-                                      recipe.opt_policy),
+      lambda o: mapping.map_opt_state(growth.recipe, o, target.opt_state, target.params,
+                                      growth.recipe.opt_policy),
       out_shardings=_shardings(target.opt_state))(old.opt_state)
-  report = transition.preservation_report(program.config, dst_config, old.params, params,
-                                          report_batches) if report_batches else {}
-  grown = new.to_train(state_lib.TrainState(state.step, params, opt_state))
-  return new, grown, report, scores, recipe
+  grown = new.to_train(state_lib.TrainState(state.step, growth.params, opt_state))
+  return new, grown, (growth.reports or [{}])[0], growth.recipe
 
 
 def _shardings(abstract):

@@ -187,6 +187,8 @@ def _source(config, workdir):
 
 def _peek(config, tokenizer, train_it, num_batches):
   """The next `num_batches` training batches, leaving `train_it` where it is."""
+  if not num_batches:
+    return ()
   side = pipeline.train_iterator(config, tokenizer)
   side.set_state(train_it.get_state())
   return [next(side) for _ in range(num_batches)]
@@ -282,11 +284,10 @@ def train_and_evaluate(config, workdir, stop_at=None):
     """The transition at tau: the grown program and state, the lineage with
     the in-run stage, and upcycle/* metrics."""
     up = config.upcycle
-    scores = (_peek(config, tokenizer, train_it, up.utility_batches)
-              if up.args.get('allocation') == 'utility' else ())
+    batches = _peek(config, tokenizer, train_it, transition.batches_needed(config))
     report_batches = (val_batches or pipeline.eval_batches(config, tokenizer))
-    program, state, report, record, recipe = program_lib.upcycle(
-        program, dst_config, state, mesh, scores, report_batches[:up.report_batches])
+    program, state, report, recipe = program_lib.upcycle(
+        program, dst_config, state, mesh, batches, report_batches[:up.report_batches])
     grown = transition.grow_lineage(
         history, tau, config, recipe, report, workdir=workdir, start_step=tau, how='in_run',
         parent=dict(workdir=os.path.abspath(workdir), step=tau),
@@ -294,8 +295,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
     _write_json(workdir, lineage.FILE, grown)
     counts = {'counts': recipe.args['counts']} if 'counts' in recipe.args else {}
     _write_json(workdir, 'upcycle_report.json', dict(report, step=tau, recipe=up.recipe, **counts))
-    if record:
-      _write_json(workdir, 'upcycle_scores.json', record)
+    for name, record in (recipe.records or {}).items():
+      _write_json(workdir, name, record)
     return program, state, grown, {f'upcycle/{k}': v for k, v in report.items()}
 
   if restored.grow_first:

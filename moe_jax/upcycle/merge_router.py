@@ -17,17 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from moe_jax.models import config as model_config, transformer
-
-
-def _model(config):
-  return transformer.Transformer(model_config.ModelConfig.from_config(config))
+from moe_jax.upcycle import forward
 
 
 def router_inputs(config, params, batches):
   """{layer name: [T, D] float32}: each layer's MLP input on the valid
   tokens of `batches`, as the dense model computes it."""
-  model = _model(config)
+  model = forward.model(config)
   norm = 'mlp_norm' if model.cfg.norm_position == 'pre' else 'attn_norm'
 
   @jax.jit
@@ -102,7 +98,7 @@ def own_share(config, params, batches, source, per_source):
   """Share of the (valid token, top-k slot) pairs of `batches` that a merged
   MoE (config, params) sends to source `source`'s experts, over all MoE
   layers; 1.0 is perfect routing by domain."""
-  model = _model(config)
+  model = forward.model(config)
 
   @jax.jit
   def idx(p, batch):

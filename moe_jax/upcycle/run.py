@@ -1,12 +1,21 @@
-"""Checkpoint to checkpoint: what `python -m moe_jax.upcycle` does.
+"""Checkpoints to a new workdir: what `python -m moe_jax.upcycle` does.
 
-  restore the source params (shapes checked against the source's config.json)
-  -> target config -> utility scores (if asked) -> jitted, sharded transform
-  -> function-preservation report on validation batches
-  -> a new workdir at --dst with config.json, run.json, lineage.json (the
-     source's chain plus this growth), tokenizer, a step-0 checkpoint
-     (params and the source's data position: training starts a fresh
-     optimizer state and continues the data stream) and the report.
+  read each source (paths, step, config at that step, tokenizer; several
+  sources must be distinct and of one architecture: sources.py) -> target
+  config -> restore -> the training batches the recipe reads
+  (transition.batches_needed) -> transition.grow (prepare, build, jitted and
+  sharded transform, each source's function-preservation report on its own
+  validation batches) -> a new workdir at --dst with config.json, run.json,
+  lineage.json (the chain of source 0 plus this growth; several sources are
+  its `parents`, the others' own records its `parent_lineages`), tokenizer,
+  the recipe's records, a step-0 checkpoint and the report.
+
+One source: the step-0 checkpoint keeps the source's data position, so
+training starts a fresh optimizer state and continues the data stream (seed
+000 §5.1: CPT reads data pre-training did not), and the recipe's batches are
+the ones CPT reads first. Several sources: each read its own data; the grown
+model starts a fresh stream, and the recipe reads each source's first
+batches.
 
 --src is only read, and --dst may not overlap it, through symbolic links
 either (compared as real paths). --dst is built in a staging directory beside
@@ -24,17 +33,8 @@ import shutil
 
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, NonFiniteLossError
-from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint, containment, files, lineage, placement, run_record, staging
-
-
-def _paths(src, dst, overwrite):
-  """(checkpoints dir, step, source workdir, dst): dst as staging.resolve
-  gives it, apart from the source workdir (workdir/containment.py)."""
-  src_dir, step = checkpoint.resolve(src)
-  src_workdir = os.path.dirname(src_dir)
-  containment.apart(dst, '--dst', src_workdir, '--src', 'workdir')
-  return src_dir, step, src_workdir, staging.check(dst, overwrite, '--dst')
+from moe_jax.upcycle import recipes, sources as sources_lib, transition
+from moe_jax.workdir import checkpoint, files, lineage, placement, run_record, staging
 
 
 def check_report(report, where):
@@ -45,78 +45,88 @@ def check_report(report, where):
                              + '); nothing was written')
 
 
-def upcycle_checkpoint(up_config, src, dst, overwrite=False):
-  """Grows the checkpoint at `src` by `up_config` (an `upcycle` config group)
+def _source_paths(recipe, srcs):
+  """--src as a list: comma-separated for a several-source recipe."""
+  several = recipes.get(recipe).sources == 'several'
+  if isinstance(srcs, str):
+    srcs = srcs.split(',') if several else [srcs]
+  srcs = list(srcs)
+  if several and (len(srcs) < 2 or not all(srcs)):
+    raise ConfigError(f'{recipe} needs --src=A,B[,...]: at least 2 non-empty paths, got '
+                      f'{",".join(srcs)!r}')
+  if not several and len(srcs) != 1:
+    raise ConfigError(f'upcycle.recipe={recipe} grows one source; --src names {len(srcs)}')
+  return srcs
+
+
+def upcycle_checkpoint(up_config, srcs, dst, overwrite=False):
+  """Grows the checkpoint(s) `srcs` (a path; for a several-source recipe a
+  list, or paths joined by commas) by `up_config` (an `upcycle` config group)
   into a new workdir `dst`; returns the preservation report."""
-  src_dir, step, src_workdir, dst = _paths(src, dst, overwrite)
-  manager = checkpoint.Manager(src_dir, async_save=False, read_only=True)
-  try:
-    step = manager.latest_step() if step is None else step
-    if step is None:
-      raise ConfigError(f'no checkpoint in {src_dir}')
-    # The source's model at that step (the grown one if it was upcycled in-run).
-    config = transition.config_at(checkpoint.workdir_config(
-        src, ' (--src must be a workdir, or a step inside one)'), step)
-    config.upcycle = up_config
-    config.upcycle.step = 0
-    dst_config = transition.target_config(config)
-    tokenizer = pipeline.tokenizer_for(config, src_workdir, train=False)
-    pipeline.resolve_vocab_size(config, tokenizer)
-    mesh = placement.make_mesh(config.mesh)
-    src_abstract = transition.abstract_params(config)
-    src_shardings = placement.param_shardings(src_abstract, mesh, config.mesh)
-    restored = manager.restore(step, checkpoint.abstract_like(src_abstract, src_shardings))
-  finally:
-    manager.close()
-  params = restored['params']
-  dst_config.upcycle.source = os.path.join(src_dir, str(step))
-
+  srcs = _source_paths(up_config.recipe, srcs)
+  sources = [sources_lib.Source(s, dst) for s in srcs]
+  one = len(sources) == 1
+  if not one:
+    sources_lib.check_distinct(srcs, sources)
+  dst = staging.check(dst, overwrite, '--dst')
+  if not one:
+    sources_lib.check_same_architecture(sources)
+  config = sources[0].config.copy_and_resolve_references()
+  config.upcycle = up_config.copy_and_resolve_references()
+  config.upcycle.step = 0
   up = config.upcycle
-  score_batches = ()
-  if up.args.get('allocation') == 'utility':
-    it = pipeline.train_iterator(config, tokenizer)
-    if restored['data'] is not None:   # the batches CPT will read first
-      it.set_state(restored['data'])
-    score_batches = [next(it) for _ in range(up.utility_batches)]
-  dst_abstract = transition.abstract_params(dst_config)
-  dst_shardings = placement.param_shardings(dst_abstract, mesh, config.mesh)
-  dst_params, recipe, scores = transition.apply(config, dst_config, params, score_batches,
-                                                dst_shardings)
-  report_batches = pipeline.eval_batches(config, tokenizer)[:up.report_batches]
-  preserved = transition.preservation_report(config, dst_config, params, dst_params,
-                                             report_batches)
-  check_report(preserved, f'checkpoint {dst_config.upcycle.source}')
-  report = dict(preserved, source=dst_config.upcycle.source, recipe=recipe.describe(),
-                seed=up.seed)
-  run_info = run_record.build(dst_config, source=run_record.source_info(
-      dst_config.upcycle.source))
-  history = transition.grow_lineage(
-      *lineage.at_checkpoint(dst_config.upcycle.source), config, recipe, preserved, workdir=dst,
-      start_step=0, how='upcycle', parent=dict(checkpoint=dst_config.upcycle.source, step=step),
-      tokens_per_step=run_info['tokens_per_step'], model=run_info['model'])
+  dst_config = transition.target_config(config, len(sources))
 
-  # The data stream goes on where the source stopped (seed 000 §5.1: CPT reads
-  # data pre-training did not); a resumed or grown run keeps seed, batch_size
-  # and seq_len (files.check_compatible), so the position holds.
-  write_workdir(dst, src_workdir, dst_config, report, run_info, history, dst_params,
-                dict(upcycled_from=report['source'], recipe=up.recipe, seed=up.seed),
-                scores=scores, data_state=restored['data'])
+  mesh = placement.make_mesh(config.mesh)
+  num_batches = transition.batches_needed(config, len(sources))
+  inputs, data_state = [], None
+  for s in sources:
+    params, data = s.restore(mesh)
+    data_state = data if one else None
+    inputs.append(recipes.Input(s.config, params, s.batches(num_batches, data_state)))
+  dst_abstract = transition.abstract_params(dst_config)
+  growth = transition.grow(
+      config, dst_config, inputs,
+      [pipeline.eval_batches(s.config, s.tokenizer)[:up.report_batches] for s in sources],
+      placement.param_shardings(dst_abstract, mesh, config.mesh))
+  for i, (s, r) in enumerate(zip(sources, growth.reports)):
+    check_report(r, f'checkpoint {s.ckpt}' if one else f'--src {i} ({s.ckpt})')
+  per_source = [dict(r, source=s.ckpt) for s, r in zip(sources, growth.reports)]
+  preserved = growth.reports[0] if one else transition.summary(growth.reports)
+  report = dict(per_source[0] if one else dict(preserved, sources=per_source),
+                recipe=growth.recipe.describe(), seed=up.seed)
+
+  dst_config.upcycle.source = sources[0].ckpt
+  run_info = run_record.build(dst_config, source=run_record.source_info(sources[0].ckpt))
+  parents = {} if one else dict(
+      parents=[dict(checkpoint=s.ckpt, step=s.step) for s in sources],
+      parent_lineages=[lineage.at_checkpoint(s.ckpt)[0] for s in sources[1:]])
+  history = transition.grow_lineage(
+      *lineage.at_checkpoint(sources[0].ckpt), config, growth.recipe, preserved, workdir=dst,
+      start_step=0, how='upcycle', parent=dict(checkpoint=sources[0].ckpt, step=sources[0].step),
+      tokens_per_step=run_info['tokens_per_step'], model=run_info['model'], **parents)
+  # The tokenizer files are the same in every source (checked).
+  write_workdir(dst, sources[0].workdir, dst_config, report, run_info, history, growth.params,
+                dict(upcycled_from=sources[0].ckpt if one else [s.ckpt for s in sources],
+                     recipe=up.recipe, seed=up.seed),
+                records=growth.recipe.records, data_state=data_state)
   return report
 
 
 def write_workdir(dst, tokenizer_workdir, dst_config, report, run_info, history, params, meta,
-                  scores=None, data_state=None):
+                  records=None, data_state=None):
   """The grown model as a new workdir `dst`, whole or absent: the tokenizer
-  files of `tokenizer_workdir`, config, upcycle report (and scores), run
-  record, lineage and the step-0 checkpoint (`meta` plus lineage and config)."""
+  files of `tokenizer_workdir`, config, upcycle report (and the recipe's
+  records), run record, lineage and the step-0 checkpoint (`meta` plus
+  lineage and config)."""
   with staging.staged(dst) as tmp:
     for name in pipeline.TOKENIZER_FILES:   # the tokenizer goes with the model
       if os.path.exists(os.path.join(tokenizer_workdir, name)):
         shutil.copy(os.path.join(tokenizer_workdir, name), tmp)
     files.write_config(tmp, dst_config)
     files.write_json(os.path.join(tmp, 'upcycle_report.json'), report)
-    if scores:
-      files.write_json(os.path.join(tmp, 'upcycle_scores.json'), scores)
+    for name, record in (records or {}).items():
+      files.write_json(os.path.join(tmp, name), record)
     run_record.write(tmp, run_info)
     lineage.write(tmp, history)
     out = checkpoint.Manager(os.path.join(tmp, files.CHECKPOINTS), async_save=False)

@@ -1,64 +1,85 @@
-"""Applying an upcycle to live params: what both the CLI (checkpoint to
-checkpoint) and the trainer (in-run, at step tau) call.
+"""Growing live params: what both the CLI (checkpoints to a new workdir) and
+the trainer (in-run, at step tau) run.
 
-  dst_config = transition.target_config(config)
-  dst_params, recipe, scores = transition.apply(config, dst_config, params, batches)
-  report = transition.preservation_report(config, dst_config, params, dst_params, batches)
+  dst_config = transition.target_config(config, num_sources)
+  n = transition.batches_needed(config)          # training batches per source
+  growth = transition.grow(config, dst_config, [recipes.Input(cfg, params, batches)],
+                           report_batches=[val_batches])
+  growth.params, growth.recipe, growth.reports    # one report per source
 
-`config` is a full training config whose `upcycle` group names the recipe.
-Nothing here imports the trainer.
+`config` is a full training config whose `upcycle` group names the recipe;
+the recipe declares its sources, batches and `prepare` (recipes/__init__.py),
+so nothing here names a recipe or an allocation. Nothing here imports the
+trainer.
 """
 import math
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config, losses, transformer
-from moe_jax.upcycle import mapping, recipes, utility
+from moe_jax.upcycle import forward, mapping, recipes
 from moe_jax.workdir import lineage
 
-
-def _model(config):
-  return transformer.Transformer(model_config.ModelConfig.from_config(config))
+# Group keys a recipe with an arg of that name takes unless its args set it:
+# one config can hold two recipes' transitions (a sweep's points pick the
+# recipe; args of one would be unknown to the other), and configs written
+# before the utility keys became expand_experts' args still load.
+_GROUP_ARGS = ('factor', 'split_bias', 'utility_metric', 'utility_batches')
 
 
 def abstract_params(config):
-  return transformer.abstract_params(_model(config), config.seq_len)
+  return transformer.abstract_params(forward.model(config), config.seq_len)
 
 
-def _args(up):
-  """upcycle.args as a dict; a recipe with a `factor` (`split_bias`) arg takes
-  upcycle.factor (upcycle.split_bias when set) unless the args set it. The
-  group's key lets one config hold two recipes' transitions (a sweep's points
-  pick the recipe; args of one would be unknown to the other)."""
+def _args(up, num_sources=1):
+  """upcycle.args as a dict, with the group keys of _GROUP_ARGS (split_bias
+  only when set) and, for a several-source recipe, `num_sources`."""
   args = up.args.to_dict() if hasattr(up.args, 'to_dict') else dict(up.args)
-  defaults = recipes.get(up.recipe).defaults
-  if 'factor' in defaults:
-    args.setdefault('factor', up.factor)
-  if 'split_bias' in defaults and up.get('split_bias'):
-    args.setdefault('split_bias', True)
+  spec = recipes.get(up.recipe)
+  for key in _GROUP_ARGS:
+    if key in spec.defaults and (key != 'split_bias' or up.split_bias):
+      args.setdefault(key, up[key])
+  if spec.sources == 'several':
+    given = args.get('num_sources') or num_sources
+    if given != num_sources:
+      raise ConfigError(f'upcycle.args.num_sources={given} but the growth has {num_sources} '
+                        'sources (--src)')
+    args['num_sources'] = num_sources
   return args
 
 
-def target_config(config):
-  """The config of the grown model (see configs/common.py:upcycle)."""
+class Growth(NamedTuple):
+  params: Any
+  recipe: recipes.Recipe
+  reports: list     # per source: its function-preservation report (none without batches)
+
+
+def target_config(config, num_sources=1):
+  """The config of the model grown from `num_sources` sources of `config`'s
+  architecture (see configs/common.py:upcycle). Runs the recipe's `target`,
+  so its args are checked before any params are read."""
   up = config.upcycle
   spec = recipes.get(up.recipe)
+  if (spec.sources == 'several') != (num_sources > 1):
+    raise ConfigError(
+        f'upcycle.recipe={up.recipe} grows several sources (python -m moe_jax.upcycle '
+        '--src=A,B[,...])' if spec.sources == 'several' else
+        f'upcycle.recipe={up.recipe} grows one source; got {num_sources}')
   if int(up.factor) != up.factor or up.factor < 2:
     raise ConfigError(f'upcycle.factor={up.factor} must be an integer >= 2')
   for key in ('report_batches', 'utility_batches', 'seed'):
     if not isinstance(up[key], int) or up[key] < 0:
       raise ConfigError(f'upcycle.{key}={up[key]!r} must be a non-negative integer')
-  if up.utility_metric not in utility.METRICS:   # checked here, not after the gradients
-    raise ConfigError(f'upcycle.utility_metric={up.utility_metric!r} is not one of '
-                      f'{utility.METRICS}')
-  for key, value in _args(up).items():
+  args = _args(up, num_sources)
+  for key, value in args.items():
     if isinstance(value, float) and not math.isfinite(value):
       raise ConfigError(f'upcycle.args.{key}={value} must be a finite number')
   dst = config.copy_and_resolve_references()
   if spec.target:   # the recipe's own change of shape
-    spec.target(dst, config, up.factor, {**spec.defaults, **_args(up)})
+    spec.target(dst, config, up.factor, {**spec.defaults, **args})
   for group, overrides in up.target.items():
     if group not in dst:
       raise ConfigError(f'upcycle.target.{group} is not a config group')
@@ -74,47 +95,52 @@ def target_config(config):
 def config_at(config, step):
   """The model config in force at `step` of a run whose config is `config`:
   after an in-run transition (step >= upcycle.step) the grown one."""
-  tau = config.get('upcycle', {}).get('step', 0)
+  tau = config.upcycle.step
   return target_config(config) if tau and step >= tau else config
 
 
-def _lm_loss(config):
-  model = _model(config)
-
-  def loss_fn(params, batch):
-    logits, _ = model.apply({'params': params}, batch['inputs'],
-                            segment_ids=batch['segment_ids'], positions=batch['positions'])
-    return losses.cross_entropy(logits, batch['targets'], batch['loss_mask'])[0]
-
-  return loss_fn
+def batches_needed(config, num_sources=1):
+  """Training batches per source the recipe reads before it builds."""
+  spec = recipes.get(config.upcycle.recipe)
+  return spec.batches({**spec.defaults, **_args(config.upcycle, num_sources)})
 
 
-def utility_scores(config, params, batches):
-  """Seed 000 utility of every expert, from gradients over `batches`."""
-  metric = config.upcycle.utility_metric
-  acc = None
-  if metric != 'weight_norm':
-    acc = utility.accumulate_sq_grads(_lm_loss(config), params, list(batches or []))
-  return utility.expert_scores(params, acc, metric), acc
-
-
-def apply(config, dst_config, params, batches=None, out_shardings=None):
-  """(dst params, recipe, scores record or None): the transform, jitted.
-
-  `batches` feed the utility scores when `upcycle.args.allocation='utility'`.
-  """
+def grow(config, dst_config, inputs, report_batches=None, out_shardings=None):
+  """The growth of `inputs` (recipes.Input per source, each with the
+  batches_needed training batches) into `dst_config`'s model, jitted:
+  prepare -> build -> transform, then each source's preservation report on
+  its `report_batches` (a list per source; None: no report)."""
   up = config.upcycle
-  args, record = _args(up), None
-  if args.get('allocation') == 'utility':
-    scores, acc = utility_scores(config, params, batches)
-    args['scores'] = {layer: [float(x) for x in s] for layer, s in scores.items()}
+  spec = recipes.get(up.recipe)
+  args = _args(up, len(inputs))
+  want = spec.batches({**spec.defaults, **args})
+  for i, source in enumerate(inputs):
+    if len(source.batches) != want:
+      raise ValueError(f'source {i} brought {len(source.batches)} training batches; '
+                       f'recipe {up.recipe} reads {want}')
+  if spec.prepare:
+    args = spec.prepare(inputs, {**spec.defaults, **args}, up.seed)
   recipe = recipes.build(up.recipe, config, dst_config, args)
-  if 'scores' in args:
-    record = utility.dump(scores, recipe.args['counts'], up.utility_metric, acc,
-                          recipe.args['utility_allocation'])
-  dst = mapping.transform(recipe, params, abstract_params(dst_config),
-                          jax.random.key(up.seed), out_shardings)
-  return dst, recipe, record
+  tree = (inputs[0].params if spec.sources == 'one' else
+          {recipes.source_prefix(i): s.params for i, s in enumerate(inputs)})
+  params = mapping.transform(recipe, tree, abstract_params(dst_config),
+                             jax.random.key(up.seed), out_shardings)
+  reports = []
+  for i, (source, batches) in enumerate(zip(inputs, report_batches or ())):
+    report = preservation_report(source.config, dst_config, source.params, params, batches)
+    if spec.source_report:
+      report.update(spec.source_report(dst_config, params, batches, i, recipe.args))
+    reports.append(report)
+  return Growth(params, recipe, reports)
+
+
+def summary(reports):
+  """One report of several sources': losses weighted by tokens, the largest
+  |delta logits|."""
+  tokens = sum(r['tokens'] for r in reports)
+  mean = lambda k: sum(r[k] * r['tokens'] for r in reports) / tokens
+  return dict(loss_before=mean('loss_before'), loss_after=mean('loss_after'),
+              max_abs_dlogits=max(r['max_abs_dlogits'] for r in reports), tokens=tokens)
 
 
 def provenance(config, recipe):
@@ -128,13 +154,14 @@ def provenance(config, recipe):
 
 
 def grow_lineage(record, step, config, recipe, report, *, workdir, start_step, how, parent,
-                 tokens_per_step, model):
+                 tokens_per_step, model, **parents):
   """The lineage `record` grown at `step` by this upcycle: one more stage, in
   `workdir` from `start_step`, whose origin (`how`, `parent`) holds the seed,
-  the recipe's provenance and the preservation `report`. The upcycle CLI
-  (how='upcycle') and the trainer's in-run transition (how='in_run') both
-  record a growth through here."""
-  origin = lineage.origin(how, parent, config.upcycle.seed, report=report,
+  the recipe's provenance and the preservation `report` (and, for several
+  sources, `parents` and `parent_lineages`). The upcycle CLI (how='upcycle')
+  and the trainer's in-run transition (how='in_run') both record a growth
+  through here."""
+  origin = lineage.origin(how, parent, config.upcycle.seed, report=report, **parents,
                           **provenance(config, recipe))
   return lineage.grow(record, step, lineage.stage(workdir, start_step, tokens_per_step, model,
                                                   origin))
@@ -142,7 +169,7 @@ def grow_lineage(record, step, config, recipe, report, *, workdir, start_step, h
 
 def preservation_report(config, dst_config, params, dst_params, batches):
   """Loss before and after, and max |delta logits|, on the same batches."""
-  src_model, dst_model = _model(config), _model(dst_config)
+  src_model, dst_model = forward.model(config), forward.model(dst_config)
 
   @jax.jit
   def compare(src_p, dst_p, batch):

@@ -2,8 +2,9 @@
 
   acc = accumulate_sq_grads(loss_fn, params, batches)   # mean g and mean g^2
   scores = expert_scores(params, acc, 'grad_norm')      # {layer: [E]}
+  scores = model_scores(config, params, batches, 'grad_norm')   # both, for a config's model
   counts = replica_counts(scores, m, 'proportional')    # {layer: [E]}, sum m*E
-  json.dump(dump(scores, counts, 'grad_norm', acc, 'proportional'), f)
+  json.dump(dump(scores, counts, 'grad_norm', len(batches), 'proportional'), f)
 
 Metrics, per expert e of one MoE layer, over its wi_0, wi_1 and wo blocks,
 with g the gradient averaged over the batches (seed 000 eqs. 19-20, Table 4):
@@ -50,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from moe_jax.errors import ConfigError
-from moe_jax.upcycle import paths
+from moe_jax.upcycle import forward, paths
 
 METRICS = ('grad_norm', 'saliency', 'weight_norm', 'curvature')
 _EXPERTS = ('wi_0', 'wi_1', 'wo')
@@ -117,6 +118,15 @@ def expert_scores(params, acc, metric):
   return out
 
 
+def model_scores(config, params, batches, metric):
+  """expert_scores of `params`, a model of `config`, from its LM loss's
+  gradients over `batches` (weight_norm reads none)."""
+  acc = None
+  if metric != 'weight_norm':
+    acc = accumulate_sq_grads(forward.lm_loss(config), params, list(batches or []))
+  return expert_scores(params, acc, metric)
+
+
 ALLOCATIONS = ('dhondt', 'proportional', 'sampled')
 
 
@@ -157,12 +167,13 @@ def replica_counts(scores, multiplier, rule='dhondt', seed=0):
   return {layer: allocate(s, multiplier, rule, seed) for layer, s in scores.items()}
 
 
-def dump(scores, counts, metric, acc=None, rule='dhondt'):
-  """JSON-serialisable record of the scores and the allocation they gave."""
+def dump(scores, counts, metric, num_batches=0, rule='dhondt'):
+  """JSON-serialisable record of the scores, the gradient batches they came
+  from and the allocation they gave."""
   return {
       'metric': metric,
       'allocation': rule,
-      'num_batches': int(acc['num_batches']) if acc else 0,
+      'num_batches': int(num_batches),
       'layers': {layer: {'scores': [float(x) for x in scores[layer]],
                          'counts': [int(c) for c in counts[layer]] if counts else None}
                  for layer in scores},

@@ -40,7 +40,7 @@ from moe_jax.data import corpus
 from moe_jax.data.tokenizer import BpeTokenizer
 from moe_jax.interop import archs, exporter, importer
 from moe_jax.models import config as model_config, transformer
-from moe_jax.upcycle import transition
+from moe_jax.upcycle import recipes, transition
 
 HERE = os.path.join(os.path.dirname(__file__), 'fixtures')
 VOCAB = 280
@@ -207,7 +207,7 @@ def main():
   up = dense.copy_and_resolve_references()
   up.upcycle = dense_to_moe.get_config('experts=4,top_k=2,bias=False')
   moe = transition.target_config(up)
-  moe_params, _, _ = transition.apply(up, moe, dense_params)
+  moe_params = transition.grow(up, moe, [recipes.Input(up, dense_params)]).params
   diffs['export_mixtral_upcycled'] = export('export_mixtral_upcycled', moe, moe_params, 10)
   qwen = moe_jax_config(num_layers=3, qk_norm=True)
   qwen.moe.update(num_experts=4, top_k=2, d_ff=6, first_dense=1, renormalize=False)

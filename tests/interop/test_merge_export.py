@@ -9,7 +9,7 @@ import numpy as np
 
 from configs.upcycle import merge
 from moe_jax.interop import exporter, safetensors_io
-from moe_jax.upcycle import merge_run
+from moe_jax.upcycle import run
 from moe_jax.workdir import lineage
 from tests.interop import fixtures
 from tests.interop.test_workdir import imported  # noqa: F401  (the fixture)
@@ -19,7 +19,7 @@ def test_merged_imports_export_as_qwen3_moe(imported, tmp_path):  # noqa: F811
   other = str(tmp_path / 'copy')
   shutil.copytree(imported, other)
   merged = str(tmp_path / 'merged')
-  report = merge_run.merge_checkpoints(merge.get_config('per_source=2,top_k=2,router=hidden,'
+  report = run.upcycle_checkpoint(merge.get_config('per_source=2,top_k=2,router=hidden,'
                                                         'batches=1'), [imported, other], merged)
   for r in report['sources']:
     assert r['max_abs_dlogits'] < 1e-5 and abs(r['loss_after'] - r['loss_before']) < 1e-5

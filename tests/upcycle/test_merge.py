@@ -15,7 +15,7 @@ def _configs(arg='', n=2, layers=2):
   src = toy.config(num_experts=0, layers=layers)
   src.upcycle = merge_config.get_config(arg)
   src.upcycle.args.num_sources = n
-  return src, transition.target_config(src)
+  return src, transition.target_config(src, n)
 
 
 def _tree(params):
@@ -64,16 +64,19 @@ def test_mapping_is_strict_about_every_source_leaf():
 @pytest.mark.parametrize('arg, message', [
     ('router=learned', r"router='learned' is not one of"),
     ('shared=2', r"shared=2 is not 'mean' or a source index 0..1"),
-    ('router=hidden', r'needs router_rows'),
 ])
-def test_bad_args_are_one_line_errors(arg, message):
+def test_bad_args_are_one_line_errors_before_params_are_read(arg, message):
   with pytest.raises(ConfigError, match=r'moe.top_k=3 must be in \[1, moe.num_experts=2\]'):
     _configs('per_source=1,top_k=3')
-  src, dst = _configs(arg)
   with pytest.raises(ConfigError, match=message):
-    recipes.build('merge', src, dst, src.upcycle.args.to_dict())
-  src, dst = _configs('', n=1)
-  with pytest.raises(ConfigError, match='at least 2 sources'):
+    _configs(arg)
+  with pytest.raises(ConfigError, match='grows several sources'):
+    _configs('', n=1)
+
+
+def test_a_learned_router_needs_the_rows_prepare_computes():
+  src, dst = _configs('router=hidden')
+  with pytest.raises(ConfigError, match='needs router_rows'):
     recipes.build('merge', src, dst, src.upcycle.args.to_dict())
 
 

@@ -12,7 +12,7 @@ import pytest
 from configs.upcycle import merge
 from moe_jax.errors import ConfigError
 from moe_jax.train import trainer
-from moe_jax.upcycle import merge_run
+from moe_jax.upcycle import run
 from moe_jax.workdir import lineage
 from tests.train import tiny
 from tests.upcycle.test_cli import _digest
@@ -85,7 +85,7 @@ def test_shared_from_one_source_keeps_it_exact_on_its_data_with_one_expert_each(
   # the routing share says how far from exact the merge is. With top_k=2 of
   # 2 experts both are always used: the report must show a loss change.
   a, b, _, _ = sources
-  report = merge_run.merge_checkpoints(merge.get_config('shared=0'), [a, b],
+  report = run.upcycle_checkpoint(merge.get_config('shared=0'), [a, b],
                                        str(tmp_path / 'm'))
   first = report['sources'][0]
   assert first['loss_after'] != first['loss_before']
@@ -102,7 +102,7 @@ def test_shared_from_one_source_keeps_it_exact_on_its_data_with_one_expert_each(
 ])
 def test_bad_sources_are_one_line_errors_and_write_nothing(sources, tmp_path, srcs, message):
   with pytest.raises(ConfigError, match=message):
-    merge_run.merge_checkpoints(merge.get_config(), srcs(sources), str(tmp_path / 'x'))
+    run.upcycle_checkpoint(merge.get_config(), srcs(sources), str(tmp_path / 'x'))
   assert os.listdir(tmp_path) == []
 
 

@@ -144,7 +144,7 @@ def test_dump_is_json_and_errors():
   acc = utility.accumulate_sq_grads(loss_fn, params, batches[:1])
   scores = utility.expert_scores(params, acc, 'grad_norm')
   record = json.loads(json.dumps(utility.dump(scores, utility.replica_counts(scores, 2),
-                                              'grad_norm', acc)))
+                                              'grad_norm', acc['num_batches'])))
   assert sum(record['layers']['layers_0']['counts']) == 8
   with pytest.raises(ConfigError, match='no data'):
     utility.accumulate_sq_grads(loss_fn, params, [])
@@ -171,9 +171,8 @@ def test_curvature_allocation_is_not_uniform_on_a_trained_model(tmp_path):
       transition.abstract_params(config)))
   it = pipeline.train_iterator(config, pipeline.tokenizer_for(config, str(tmp_path)))
   batches = [next(it) for _ in range(config.upcycle.utility_batches)]
-  config.upcycle.utility_metric = 'curvature'
-  one, _ = transition.utility_scores(config, params, batches[:1])
+  one = utility.model_scores(config, params, batches[:1], 'curvature')
   assert all(np.ptp(s) == 0 for s in one.values())
-  scores, _ = transition.utility_scores(config, params, batches)
+  scores = utility.model_scores(config, params, batches, 'curvature')
   counts = utility.replica_counts(scores, 2)
   assert any(list(c) != [2] * 8 for c in counts.values()), counts

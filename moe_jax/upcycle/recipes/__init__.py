@@ -19,6 +19,14 @@ wins; the last rule of every recipe copies whatever else is unchanged
 the target patterns made from nothing. Every recipe accepts `opt_policy`
 (reset | copy | scale, see mapping.map_opt_state), kept in `recipe.opt_policy`
 for in-run transitions.
+
+A recipe also declares its inputs (`register`'s keywords): how many sources
+it grows (`sources='one'`, or `'several'`: the rules then read source i's
+params under `source_prefix(i)`), how many training batches of each source
+it reads before it builds (`batches(args)`), and `prepare(inputs, args, seed)`,
+which turns those sources and batches into data-derived args (utility
+scores, router rows). transition.grow runs them in that order, for the
+upcycle command and the trainer's in-run transition alike.
 """
 import dataclasses
 import importlib
@@ -38,6 +46,7 @@ class Recipe:
   rules: tuple
   args: Any              # the resolved args (JSON-serialisable), for provenance
   opt_policy: str = 'copy'
+  records: Any = None    # {file name: JSON record} written beside the growth's report
 
   @property
   def fresh(self):
@@ -51,13 +60,32 @@ class Recipe:
 
 
 @dataclasses.dataclass(frozen=True)
+class Input:
+  """One source of a growth: its config (at the step it grows from), its
+  params and the training batches its recipe asked for (`Spec.batches`)."""
+  config: Any
+  params: Any
+  batches: tuple = ()
+
+
+SOURCES = ('one', 'several')
+
+
+@dataclasses.dataclass(frozen=True)
 class Spec:
   """A registered recipe.
 
   build(src, dst, args) -> Recipe; defaults: every arg with its default
   (COMMON included); target(dst, src, factor, args) sets the grown shape on a
-  copy of the source config (`args` resolved against `defaults`, unchecked);
+  copy of the source config (`args` resolved against `defaults`, unchecked;
+  it runs before any params are read, so it is where args are checked);
   uses_factor: `upcycle.factor` multiplies something (lineage prints it).
+  sources: 'one' | 'several' (then `num_sources` is an arg the command line
+  sets); batches(args) -> training batches per source before `prepare`;
+  prepare(inputs, args, seed) -> args with the data-derived ones added
+  (`seed`: upcycle.seed);
+  source_report(dst_config, dst_params, batches, i, args) -> extra fields of
+  source i's function-preservation report.
   """
   name: str
   build: Callable
@@ -65,19 +93,32 @@ class Spec:
   target: Optional[Callable] = None
   uses_factor: bool = False
   description: str = ''
+  sources: str = 'one'
+  batches: Callable = lambda args: 0
+  prepare: Optional[Callable] = None
+  source_report: Optional[Callable] = None
 
 
 REGISTRY = registry.Registry('upcycle.recipe')
 
 
-def register(name, defaults, target=None, uses_factor=False, description=None):
-  """Decorator on a recipe's build function: `upcycle.recipe=name` runs it."""
+def register(name, defaults, target=None, uses_factor=False, description=None, **inputs):
+  """Decorator on a recipe's build function: `upcycle.recipe=name` runs it.
+  `inputs`: Spec's sources, batches, prepare, source_report."""
+  if inputs.get('sources', 'one') not in SOURCES:
+    raise ValueError(f"recipe {name!r}: sources={inputs['sources']!r} is not one of {SOURCES}")
   def add(build):
     module = importlib.import_module(build.__module__)
     REGISTRY.register(name, Spec(name, build, dict(COMMON, **defaults), target, uses_factor,
-                                 (description or module.__doc__ or '').strip()))
+                                 (description or module.__doc__ or '').strip(), **inputs))
     return build
   return add
+
+
+def source_prefix(i):
+  """Where source i's params sit in the tree a several-source recipe's rules
+  read: src_i/..."""
+  return f'src_{i}'
 
 
 def names():

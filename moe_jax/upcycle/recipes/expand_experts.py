@@ -1,9 +1,12 @@
 """Expert upcycling E -> mE, top-k fixed (seed 000 Definition 3.1).
 
-Args (defaults in brackets): allocation [uniform] | utility (needs scores:
-{layer: [E]} from utility.expert_scores), utility_allocation [dhondt] |
-proportional | sampled (how scores become replica counts, utility.py; sampled
-draws with upcycle.seed), layout [append] | in_place,
+Args (defaults in brackets): allocation [uniform] | utility (scores {layer:
+[E]} of utility_metric [grad_norm] | saliency | weight_norm | curvature, from
+the source's gradients over utility_batches [64] training batches, the ones
+training reads next: `prepare`; upcycle.utility_metric and
+upcycle.utility_batches set them where the args do not), utility_allocation
+[dhondt] | proportional | sampled (how scores become replica counts,
+utility.py; sampled draws with upcycle.seed), layout [append] | in_place,
 expert_heuristic [copy] + expert_args, router_heuristic [copy] + router_args
 (heuristics.py, Tables 9 and 10), delta [0.001]: U(-delta, delta) on
 replicas' router biases (needs moe.use_bias; set 0 without it), split_bias
@@ -33,7 +36,7 @@ def _counts(src, a, multiplier):
   missing = [layer for layer in moe_layers if not len(scores.get(layer, ()))]
   if missing:
     raise ConfigError(f'utility scores requested with no data for {", ".join(missing)}: '
-                      'set upcycle.args.scores from utility.expert_scores')
+                      'transition.grow computes upcycle.args.scores')
   rule, seed = a['utility_allocation'], src.upcycle.seed
   return {layer: [int(c) for c in utility.allocate(scores[layer], multiplier, rule, seed)]
           for layer in moe_layers}
@@ -41,14 +44,36 @@ def _counts(src, a, multiplier):
 
 def _more_experts(dst, src, factor, args):
   utility.check_allocation(args['utility_allocation'])   # before any gradient is taken
+  if args['utility_metric'] not in utility.METRICS:
+    raise ConfigError(f"upcycle.utility_metric={args['utility_metric']!r} is not one of "
+                      f'{utility.METRICS}')
   dst.moe.num_experts = src.moe.num_experts * factor
 
 
+def _score_batches(args):
+  """Gradient batches of utility allocation (weight_norm reads none)."""
+  if args['allocation'] != 'utility' or args['utility_metric'] == 'weight_norm':
+    return 0
+  return args['utility_batches']
+
+
+def _scores(inputs, args, seed):
+  del seed   # sampled allocation draws in build
+  """Seed 000's utility of every expert, from the source and its batches."""
+  if args['allocation'] != 'utility':
+    return args
+  (source,) = inputs
+  scores = utility.model_scores(source.config, source.params, source.batches,
+                                args['utility_metric'])
+  return dict(args, scores={layer: [float(x) for x in s] for layer, s in scores.items()})
+
+
 @recipes.register('expand_experts', dict(
-    allocation='uniform', scores=None, utility_allocation='dhondt', layout='append',
-    expert_heuristic='copy', expert_args={}, router_heuristic='copy', router_args={},
-    delta=1e-3, split_bias=False),
-                  target=_more_experts, uses_factor=True)
+    allocation='uniform', scores=None, utility_allocation='dhondt', utility_metric='grad_norm',
+    utility_batches=64, layout='append', expert_heuristic='copy', expert_args={},
+    router_heuristic='copy', router_args={}, delta=1e-3, split_bias=False),
+                  target=_more_experts, uses_factor=True, batches=_score_batches,
+                  prepare=_scores)
 def expand_experts(src, dst, args):
   a = recipes.resolve('expand_experts', args)
   m = recipes.expert_factor(src, dst)
@@ -71,4 +96,9 @@ def expand_experts(src, dst, args):
       recipes.copy_rest(),
   )
   resolved = {k: v for k, v in a.items() if k != 'scores'}
-  return recipes.Recipe('expand_experts', rules, dict(resolved, counts=counts), a['opt_policy'])
+  records = {}
+  if a['allocation'] == 'utility':
+    records['upcycle_scores.json'] = utility.dump(
+        a['scores'], counts, a['utility_metric'], _score_batches(a), a['utility_allocation'])
+  return recipes.Recipe('expand_experts', rules, dict(resolved, counts=counts), a['opt_policy'],
+                        records)

@@ -19,8 +19,10 @@ source i; every other source's are read and dropped); router [random]:
           source i's experts;
 router_batches [4] training batches per source for hidden/domain,
 domain_steps [200], domain_lr [0.01]. `num_sources` is set by the command
-line from --src; `router_rows` ({layer: [D, E]}) by the command line for
-hidden/domain (merge_router.py), never by a config.
+line from --src; `router_rows` ({layer: [D, E]}) by `prepare` for
+hidden/domain (merge_router.py) from each source's first router_batches
+training batches, never by a config. Each source's report adds `own_share`,
+the share of its tokens routed to its experts.
 
 Router inputs are each source's own (its layers before, on its own data), not
 the merged model's: with averaged attention they differ, and the routing share
@@ -32,29 +34,16 @@ to its experts alone, the MoE computes source i on them.
 import math
 
 from moe_jax.errors import ConfigError
-from moe_jax.upcycle import ops
+from moe_jax.upcycle import merge_router, ops
 from moe_jax.upcycle import recipes
 from moe_jax.upcycle.rules import Rule
 
 ROUTERS = ('random', 'hidden', 'domain')
 
 
-def source_prefix(i):
-  """Where source i's params sit in the tree the rules read: src_i/..."""
-  return f'src_{i}'
-
-
-def _experts(dst, src, factor, args):
-  del factor
-  dst.moe.num_experts = args['experts_per_source'] * args['num_sources']
-
-
-@recipes.register('merge', dict(
-    num_sources=0, experts_per_source=1, expert_init='copy', noise=0.01, drop_ratio=0.5,
-    drop_init='normal', shared='mean', router='random', router_batches=4, domain_steps=200,
-    domain_lr=0.01, router_rows=None), target=_experts)
-def merge(src, dst, args):
-  a = recipes.resolve('merge', args)
+def _check(src, a):
+  """The args and sources, before any params are read; `shared` as an int
+  where it names a source."""
   n, g = a['num_sources'], a['experts_per_source']
   if not isinstance(n, int) or n < 2:
     raise ConfigError(f'merge needs at least 2 sources (--src=A,B[,...]); got {n}')
@@ -63,11 +52,6 @@ def merge(src, dst, args):
   if src.moe.num_experts:
     raise ConfigError(f'merge needs dense sources; they have moe.num_experts='
                       f'{src.moe.num_experts}')
-  if dst.moe.num_experts != n * g:
-    raise ConfigError(f'moe.num_experts={dst.moe.num_experts} of the target is not '
-                      f'{n} sources x {g} experts_per_source')
-  recipes.check_topk(dst, 'target')
-  recipes.same(src, dst, 'model.num_layers', 'model.d_model')
   if a['router'] not in ROUTERS:
     raise ConfigError(f"upcycle.args.router={a['router']!r} is not one of {ROUTERS}")
   shared = a['shared']
@@ -76,6 +60,50 @@ def merge(src, dst, args):
   if shared != 'mean' and not (isinstance(shared, int) and 0 <= shared < n):
     raise ConfigError(f"upcycle.args.shared={shared!r} is not 'mean' or a source index "
                       f'0..{n - 1}')
+
+
+def _experts(dst, src, factor, args):
+  del factor
+  _check(src, dict(args))
+  dst.moe.num_experts = args['experts_per_source'] * args['num_sources']
+
+
+def _router_batches(args):
+  return 0 if args['router'] == 'random' else args['router_batches']
+
+
+def _router_rows(inputs, args, seed):
+  """router=hidden | domain: {layer: [D, n*g]} from each source's own router
+  inputs on its batches (merge_router.py)."""
+  if args['router'] == 'random':
+    return args
+  x = [merge_router.router_inputs(s.config, s.params, s.batches) for s in inputs]
+  g = args['experts_per_source']
+  rows = (merge_router.hidden_rows(x, g) if args['router'] == 'hidden' else
+          merge_router.domain_rows(x, g, args['domain_steps'], args['domain_lr'],
+                                   seed))
+  return dict(args, router_rows=rows)
+
+
+def _own_share(dst_config, dst_params, batches, i, args):
+  return dict(own_share=merge_router.own_share(dst_config, dst_params, batches, i,
+                                               args['experts_per_source']))
+
+
+@recipes.register('merge', dict(
+    num_sources=0, experts_per_source=1, expert_init='copy', noise=0.01, drop_ratio=0.5,
+    drop_init='normal', shared='mean', router='random', router_batches=4, domain_steps=200,
+    domain_lr=0.01, router_rows=None), target=_experts, sources='several',
+                  batches=_router_batches, prepare=_router_rows, source_report=_own_share)
+def merge(src, dst, args):
+  a = recipes.resolve('merge', args)
+  _check(src, a)
+  n, g, shared = a['num_sources'], a['experts_per_source'], a['shared']
+  if dst.moe.num_experts != n * g:
+    raise ConfigError(f'moe.num_experts={dst.moe.num_experts} of the target is not '
+                      f'{n} sources x {g} experts_per_source')
+  recipes.check_topk(dst, 'target')
+  recipes.same(src, dst, 'model.num_layers', 'model.d_model')
   if a['router'] == 'random':
     std = dst.moe.router_init_std or math.sqrt(2.0 / (5 * dst.model.d_model))
     router = Rule(r'layers_\d+/moe/router/w', (), ops.normal(std))
@@ -85,7 +113,7 @@ def merge(src, dst, args):
   else:
     router = Rule(r'layers_\d+/moe/router/w', (), ops.table(a['router_rows'],
                                                              f"router_rows({a['router']})"))
-  every = lambda template: tuple(f'{source_prefix(i)}/{template}' for i in range(n))
+  every = lambda template: tuple(f'{recipes.source_prefix(i)}/{template}' for i in range(n))
   rules = (
       Rule(r'layers_(\d+)/moe/experts/(wi_0|wi_1|wo)', every(r'layers_\1/mlp/\2'),
            ops.merge_experts(n, g, init=a['expert_init'], noise=a['noise'],
