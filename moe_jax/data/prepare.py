@@ -25,7 +25,7 @@ existing tokenizer.json.
 
 What the input holds that is no text is counted, never silently dropped: a
 Parquet null in the text column is skipped, and a lone UTF-16 surrogate (valid
-JSON, "\ud800", but no character) is replaced by U+FFFD (readers.py); the
+JSON, "\\ud800", but no character) is replaced by U+FFFD (readers.py); the
 counts are in the manifest's `input` and the printed summary, with a warning
 on stderr. Only files prepare itself names are removed from --out (a unit's
 temporary shards, its own manifest's atomic-write leftovers); an empty input
