@@ -216,6 +216,7 @@ def select(docs, data, which):
 
 
 def is_validation(name, val_fraction, split_seed):
-  """Whether a prepared corpus holds the document `name` out (see above)."""
+  """Whether a prepared corpus holds the document `name` out: its hash falls
+  below the fraction (the module docstring says why not a rank)."""
   digest = hashlib.sha256(f'{split_seed}:{name}'.encode()).digest()
   return int.from_bytes(digest[:8], 'big') < val_fraction * 2.0**64

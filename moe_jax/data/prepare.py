@@ -19,9 +19,9 @@ Killed at any point, the same command skips the units the manifest lists
 an uninterrupted run; other sources, tokenizer or split settings are refused.
 A document is held out for validation when the hash of (--split_seed, its
 name) falls below --val_fraction (corpus.is_validation; names: readers.py),
-so it keeps its side when others are added. --tokenizer=bpe trains a byte-level BPE on the first
---bpe_sample_mb MB of training text (at most MAX_BPE_VOCAB ids); PATH is an
-existing tokenizer.json.
+so it keeps its side when others are added. --tokenizer=bpe trains a
+byte-level BPE on the first --bpe_sample_mb MB of training text (at most
+MAX_BPE_VOCAB ids); PATH is an existing tokenizer.json.
 
 What the input holds that is no text is counted, never silently dropped: a
 Parquet null in the text column is skipped, and a lone UTF-16 surrogate (valid
