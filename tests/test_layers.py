@@ -20,7 +20,7 @@ ALLOWED = {
     'sharding': {'errors'},
     'parallel': {'errors', 'kernels', 'sharding'},
     'models': {'errors', 'kernels', 'sharding', 'parallel', 'registry'},
-    'data': {'errors', 'atomic'},
+    'data': {'errors', 'atomic', 'registry'},
     'workdir': {'errors', 'atomic', 'json_file', 'sharding', 'models', 'data'},
     'upcycle': {'errors', 'atomic', 'registry', 'sharding', 'models', 'data', 'workdir'},
     'eval': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir', 'upcycle'},

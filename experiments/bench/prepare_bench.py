@@ -32,10 +32,11 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 import numpy as np
 
 from experiments import provenance
+from moe_jax import cli
 
 _ROOT = flags.DEFINE_string('root', '/tmp/prep_bench', 'Scratch directory (corpora, workdirs).')
 _SIZES = flags.DEFINE_list('sizes', ['50', '500'], 'Corpus sizes in MB.')
@@ -212,4 +213,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run_app(main)

@@ -23,8 +23,9 @@ import os
 import shutil
 import tempfile
 
-from absl import app, flags
+from absl import flags
 
+from moe_jax import cli
 from moe_jax.data import corpus, olmo_files
 from moe_jax.errors import ConfigError
 
@@ -109,4 +110,4 @@ if __name__ == '__main__':   # sft_mix owns --out
   flags.DEFINE_string('dir', None, 'Directory to create.')
   flags.DEFINE_integer('bytes', 400_000, 'Bytes of text per domain.')
   flags.mark_flag_as_required('dir')
-  app.run(main)
+  cli.run_app(main)

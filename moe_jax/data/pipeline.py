@@ -14,7 +14,7 @@ the same config. It is the same on every process, so one copy serves all.
 `grain.checkpoint.CheckpointSave(it)` / `CheckpointRestore(it)` work as well
 and write one file per process.
 
-`data.source` names a source (moe_jax/data/sources.py). The in-memory ones
+`data.source` names a source (moe_jax/data/sources/). The in-memory ones
 read, tokenise and pack their corpus once per process into numpy rows
 (cached in memory per corpus, tokenizer and seq_len; files edited later in
 the same process are not re-read); `prepared` reads rows lazily from the
@@ -66,10 +66,11 @@ def tokenizer_for(config, workdir, train=True):
   prepared corpus) cannot be read (moved, deleted), the workdir's copy stands in.
   """
   d = config.data
+  source = sources.get(d.source)
   try:
-    fixed = sources.get(d.source).tokenizer(d)
+    fixed = source.tokenizer(d)
   except ConfigError:
-    fixed = None if train or not workdir else _own_tokenizer(config, workdir)
+    fixed = None if train or not workdir else _own_tokenizer(source, config, workdir)
     if fixed is None:
       raise
     return fixed
@@ -95,7 +96,7 @@ def tokenizer_for(config, workdir, train=True):
   if not train:
     raise ConfigError(f'{cached or "the workdir"} is missing: data.tokenizer=bpe needs the '
                       'tokenizer the model was trained with (set data.tokenizer_path)')
-  return train_bpe([doc.text for doc in documents(config, 'train')], d.bpe_vocab_size)
+  return train_bpe([doc.text for doc in source.split(d, 'train')], d.bpe_vocab_size)
 
 
 def tokenizer_cache(config, workdir):
@@ -212,13 +213,13 @@ def validation_entropy(config, tok):
   return sources.get(config.data.source).validation_entropy(config, tok)
 
 
-def _own_tokenizer(config, workdir):
+def _own_tokenizer(source, config, workdir):
   """What a reader uses without the corpus of a source that brings its own
   tokenizer: the workdir's tokenizer.json (a BPE corpus's, cached by the
   trainer), or the byte tokenizer where the config names it and the model
   has exactly its ids (a byte corpus caches nothing); None for another
   source or where neither holds."""
-  if sources.get(config.data.source).brings_tokenizer:
+  if source.brings_tokenizer:
     path = os.path.join(workdir, TOKENIZER_FILE)
     if os.path.isfile(path):
       return BpeTokenizer.load(path)

@@ -18,14 +18,14 @@ Killed at any point, the same command skips the units the manifest lists
 (re-reading, not re-tokenising, their input) and ends with the same shards as
 an uninterrupted run; other sources, tokenizer or split settings are refused.
 A document is held out for validation when the hash of (--split_seed, its
-name) falls below --val_fraction (names: readers.py), so it keeps its side
-when others are added. --tokenizer=bpe trains a byte-level BPE on the first
---bpe_sample_mb MB of training text (at most MAX_BPE_VOCAB ids); PATH is an
-existing tokenizer.json.
+name) falls below --val_fraction (corpus.is_validation; names: readers.py),
+so it keeps its side when others are added. --tokenizer=bpe trains a
+byte-level BPE on the first --bpe_sample_mb MB of training text (at most
+MAX_BPE_VOCAB ids); PATH is an existing tokenizer.json.
 
 What the input holds that is no text is counted, never silently dropped: a
 Parquet null in the text column is skipped, and a lone UTF-16 surrogate (valid
-JSON, "\ud800", but no character) is replaced by U+FFFD (readers.py); the
+JSON, "\\ud800", but no character) is replaced by U+FFFD (readers.py); the
 counts are in the manifest's `input` and the printed summary, with a warning
 on stderr. Only files prepare itself names are removed from --out (a unit's
 temporary shards, its own manifest's atomic-write leftovers); an empty input
@@ -35,7 +35,6 @@ command, once there is room, resumes. Worker processes die with the command
 """
 import concurrent.futures
 import contextlib
-import hashlib
 import json
 import math
 import multiprocessing
@@ -51,7 +50,7 @@ from absl import flags
 import numpy as np
 
 from moe_jax import atomic, cli
-from moe_jax.data import prepared, readers, sources
+from moe_jax.data import corpus, prepared, readers, sources
 from moe_jax.data.tokenizer import (SPECIALS_FILE, TOKENIZER_FILE, BpeTokenizer, ByteTokenizer,
                                     train_bpe)
 from moe_jax.errors import ConfigError, RunError
@@ -63,11 +62,6 @@ MAX_BPE_VOCAB = 1 << 20
 _OWN_TMP = re.compile(r'(train|validation)-\d{5}\.(lengths\.npy|array_record)\.tmp|'
                       rf'\.({re.escape(prepared.MANIFEST)}|{re.escape(TOKENIZER_FILE)}|'
                       rf'{re.escape(SPECIALS_FILE)})\.[^/]+\.tmp')
-
-
-def is_validation(name, val_fraction, split_seed):
-  digest = hashlib.sha256(f'{split_seed}:{name}'.encode()).digest()
-  return int.from_bytes(digest[:8], 'big') < val_fraction * 2.0**64
 
 
 def _units(docs, shard_bytes):
@@ -101,7 +95,7 @@ def _write_unit(out, index, unit, tok_spec, dtype, val_fraction, split_seed):
   for split in prepared.SPLITS:
     held_out = split == 'validation'
     chosen = [t for (name, _), t in zip(unit, ids)
-              if is_validation(name, val_fraction, split_seed) == held_out]
+              if corpus.is_validation(name, val_fraction, split_seed) == held_out]
     if not chosen:
       continue
     base = os.path.join(out, f'{split}-{index:05d}')
@@ -212,7 +206,7 @@ def _make_tokenizer(spec, out, old, paths, args):
       for name, text in readers.documents(paths, args['format'], args['text_field']):
         if seen >= budget:
           return
-        if not is_validation(name, args['val_fraction'], args['split_seed']):
+        if not corpus.is_validation(name, args['val_fraction'], args['split_seed']):
           seen += len(text)
           yield text
     tok = train_bpe(sample(), args['bpe_vocab_size'])

@@ -28,7 +28,7 @@ import os
 
 import numpy as np
 
-from moe_jax.data import packing, sources
+from moe_jax.data import packing
 from moe_jax.data.tokenizer import BpeTokenizer, ByteTokenizer
 from moe_jax.errors import ConfigError
 
@@ -77,7 +77,8 @@ def load_tokenizer(path, manifest):
 
 
 @functools.lru_cache(maxsize=4)
-def _opened(path):
+def opened(path):
+  """(manifest, tokenizer) of the prepared corpus at the absolute `path`, read once."""
   manifest = read_manifest(path)
   return manifest, load_tokenizer(path, manifest)
 
@@ -179,35 +180,3 @@ class Rows:
 
 def _first_line(error):
   return (str(error).splitlines() or [type(error).__name__])[0]
-
-
-@sources.register
-class Prepared(sources.Source):
-  name = 'prepared'
-  keys = ('data.path',)
-  brings_tokenizer = True
-
-  def tokenizer(self, data):
-    if not data.get('path'):
-      read_manifest('')   # the error that names data.path
-    tok = _opened(os.path.abspath(data.path))[1]
-    if data.get('tokenizer') == 'bpe' and tok.fingerprint == 'byte':
-      raise ConfigError(f'data.tokenizer=bpe, but {os.path.join(data.path, MANIFEST)} holds byte '
-                        'tokens: a prepared corpus brings its tokenizer; set data.tokenizer=byte '
-                        'or prepare the corpus with --tokenizer=bpe')
-    return tok
-
-  def rows(self, config, tok, split):
-    if config.data.get('part'):
-      raise ConfigError(f'data.part={config.data.part!r} splits documents of an in-memory '
-                        'source; data.source=prepared streams its shards whole')
-    path = os.path.abspath(config.data.path)
-    manifest, _ = _opened(path)
-    rows = Rows(path, manifest, split, config.seq_len, tok.pad_id)
-    if not len(rows):
-      raise ConfigError(f'the {split} split of {path} ({rows.total} tokens) fills no row of '
-                        f'seq_len={config.seq_len}')
-    return rows
-
-  def validation_entropy(self, config, tok):
-    return _opened(os.path.abspath(config.data.path))[0]['validation_unigram_entropy']

@@ -8,7 +8,7 @@ for a JSONL line and FILE:ROW for a Parquet row.
 
 Valid input that holds no text is counted in a `Notes`, never dropped
 unsaid: a Parquet null in the text column is skipped (`null_texts`); a lone
-UTF-16 surrogate, which JSON may escape ("\ud800") but no UTF-8 text can
+UTF-16 surrogate, which JSON may escape ("\\ud800") but no UTF-8 text can
 hold, is replaced by U+FFFD (`lone_surrogates`, per character).
 """
 import codecs

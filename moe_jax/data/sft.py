@@ -1,7 +1,7 @@
 """Supervised fine-tuning data: chat records -> token rows with the loss on responses.
 
-`data.source='sft'` reads `data.patterns` (comma-separated globs of JSONL
-files). Each line is one record, either
+`data.source='sft'` (moe_jax/data/sources/sft.py) reads `data.patterns`
+(comma-separated globs of JSONL files). Each line is one record, either
 
   {"messages": [{"role": "system" | "user" | "assistant", "content": "..."}, ...]}
   {"prompt": "...", "response": "..."}        (one user turn, one assistant turn)
@@ -30,29 +30,8 @@ import warnings
 
 import numpy as np
 
-from moe_jax.data import chat, packing, readers, sources
+from moe_jax.data import chat, packing, readers
 from moe_jax.errors import ConfigError
-
-SOURCE = 'sft'
-
-
-@sources.register
-class Sft(sources.Source):
-  """Chat records, packed whole with the loss on their responses."""
-  name = SOURCE
-  keys = ('data.patterns',)
-
-  def documents(self, data):
-    return load(data.patterns)
-
-  def pack(self, docs, tok, data, seq_len):
-    return pack(docs, tok, data.get('chat_template', 'model'), seq_len)
-
-  def validation_entropy(self, config, tok):
-    """Over the validation records' response tokens, the loss's targets."""
-    rows = self.rows(config, tok, 'validation').batch(slice(None))
-    return sources.unigram_entropy(rows['targets'][rows['loss_mask'] > 0])
-
 
 @dataclasses.dataclass(frozen=True)
 class Record:

@@ -9,7 +9,7 @@ from moe_jax.errors import ConfigError
 
 
 def test_shakespeare_is_38_plays_without_markdown_hard_breaks():
-  docs = corpus.load('shakespeare')
+  docs = corpus.shakespeare()
   assert len(docs) == 38
   assert len({d.name for d in docs}) == 38
   hamlet = next(d for d in docs if d.name.endswith('hamlet.md'))
@@ -52,7 +52,7 @@ def test_text_files_reads_each_file_once_as_a_document(tmp_path):
   (tmp_path / 'sub').mkdir()
   (tmp_path / 'sub' / 'b.txt').write_text('beta')
   (tmp_path / 'empty.txt').write_text('')
-  docs = corpus.load('text_files', f'{tmp_path}/*.txt, {tmp_path}/**/*.txt')
+  docs = corpus.text_files(f'{tmp_path}/*.txt, {tmp_path}/**/*.txt')
   assert sorted(d.text for d in docs) == ['alpha', 'beta']
 
 
@@ -60,7 +60,7 @@ def test_text_files_invalid_utf8_is_replaced_with_a_warning(tmp_path):
   path = tmp_path / 'bad.txt'
   path.write_bytes(b'good \xff\xfe bytes \xc3\xa9')
   with pytest.warns(UserWarning, match='bad.txt: not valid UTF-8'):
-    (doc,) = corpus.load('text_files', str(path))
+    (doc,) = corpus.text_files(str(path))
   assert doc.text == 'good \ufffd\ufffd bytes \u00e9'
 
 
@@ -68,7 +68,7 @@ def test_text_files_valid_utf8_gives_no_warning(tmp_path):
   (tmp_path / 'ok.txt').write_text('caf\u00e9', encoding='utf-8')
   with warnings.catch_warnings():
     warnings.simplefilter('error')
-    (doc,) = corpus.load('text_files', str(tmp_path / 'ok.txt'))
+    (doc,) = corpus.text_files(str(tmp_path / 'ok.txt'))
   assert doc.text == 'caf\u00e9'
 
 
@@ -77,13 +77,11 @@ def test_text_files_missing_or_empty_is_a_config_error_naming_the_pattern(tmp_pa
   (tmp_path / 'e.txt').write_text('')
   missing = f'{tmp_path}/nothing*.txt'
   with pytest.raises(ConfigError, match='nothing'):
-    corpus.load('text_files', f'{tmp_path}/a.txt,{missing}')
+    corpus.text_files(f'{tmp_path}/a.txt,{missing}')
   with pytest.raises(ConfigError, match='e.txt.*empty'):
-    corpus.load('text_files', f'{tmp_path}/e.txt')
+    corpus.text_files(f'{tmp_path}/e.txt')
   with pytest.raises(ConfigError, match='data.patterns'):
-    corpus.load('text_files', ' , ')
-  with pytest.raises(ConfigError, match='data.source'):
-    corpus.load('books')
+    corpus.text_files(' , ')
 
 
 def test_text_files_detect_each_files_encoding(tmp_path):
@@ -94,7 +92,7 @@ def test_text_files_detect_each_files_encoding(tmp_path):
   (tmp_path / 'd_utf8bom.txt').write_bytes(codecs.BOM_UTF8 + text.encode('utf-8'))
   (tmp_path / 'e_utf8.txt').write_text(text, encoding='utf-8')
   with pytest.warns(UserWarning, match=r'2 file\(s\) are not UTF-8 .*a_latin1.txt: cp1252'):
-    docs = corpus.load('text_files', f'{tmp_path}/*.txt')
+    docs = corpus.text_files(f'{tmp_path}/*.txt')
   assert [d.text for d in docs] == ['Café, naïve façade', text, text, text, text]
 
 
@@ -103,9 +101,9 @@ def test_text_files_data_encoding_is_strict(tmp_path):
   path.write_bytes('Привет'.encode('cp1251'))
   with warnings.catch_warnings():
     warnings.simplefilter('error')
-    (doc,) = corpus.load('text_files', str(path), 'cp1251')
+    (doc,) = corpus.text_files(str(path), 'cp1251')
   assert doc.text == 'Привет'
   with pytest.raises(ConfigError, match=r'k.txt: not valid utf-8 .* at byte 0'):
-    corpus.load('text_files', str(path), 'utf-8')
+    corpus.text_files(str(path), 'utf-8')
   with pytest.raises(ConfigError, match="data.encoding='klingon'"):
-    corpus.load('text_files', str(path), 'klingon')
+    corpus.text_files(str(path), 'klingon')

@@ -12,7 +12,7 @@ import pyarrow
 import pyarrow.parquet as pq
 import pytest
 
-from moe_jax.data import prepare, prepared, sources
+from moe_jax.data import corpus, prepare, prepared, sources
 from moe_jax.data.tokenizer import train_bpe
 from moe_jax.errors import ConfigError
 
@@ -71,7 +71,7 @@ def test_every_document_lands_once_on_its_side_of_the_split(tmp_path, fmt):
   for split in prepared.SPLITS:
     got, tok = shard_records(out, manifest, split)
     want = [t for n, t in zip(names, docs)
-            if prepare.is_validation(n, 0.25, 0) == (split == 'validation')]
+            if corpus.is_validation(n, 0.25, 0) == (split == 'validation')]
     assert [tok.decode(ids) for ids in got] == want
     assert all(ids[0] == tok.bos_id and ids[-1] == tok.eos_id for ids in got)
     assert manifest['splits'][split]['docs'] == len(want) > 0

@@ -187,7 +187,7 @@ def test_damaged_corpus_is_a_one_line_error_naming_the_file(corpus, tmp_path, da
     manifest['complete'] = False
     json.dump(manifest, open(os.path.join(path, prepared.MANIFEST), 'w'))
     want = f'{path}/manifest.json: the prepare run that writes it did not finish'
-  prepared._opened.cache_clear()  # pylint: disable=protected-access
+  prepared.opened.cache_clear()
   config = _config(path, batch_size=1)
   with pytest.raises(ConfigError, match='^' + re.escape(want)):
     tok = pipeline.tokenizer_for(config, None)

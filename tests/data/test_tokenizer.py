@@ -68,7 +68,7 @@ def test_bpe_training_is_deterministic_and_uses_the_training_split_only(tmp_path
   for doc in pipeline.documents(config, 'validation'):
     with open(doc.name, 'a') as f:
       f.write(val_only * 50)
-  sources._split.cache_clear()  # pylint: disable=protected-access
+  sources._documents.cache_clear()  # pylint: disable=protected-access
   first = pipeline.tokenizer_for(config, None)
   assert first == pipeline.tokenizer_for(config, None)
   # Text seen 50 times only in validation documents got no merges of its own.

@@ -87,7 +87,7 @@ def train_tokenizer(directory):
   trainer = trainers.BpeTrainer(
       vocab_size=VOCAB, special_tokens=['<|endoftext|>', '<|im_start|>', '<|im_end|>'],
       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-  tok.train_from_iterator([d.text for d in corpus.load('shakespeare', '')[:4]], trainer=trainer)
+  tok.train_from_iterator([d.text for d in corpus.shakespeare()[:4]], trainer=trainer)
   assert tok.get_vocab_size() == VOCAB
   os.makedirs(directory, exist_ok=True)
   tok.save(os.path.join(directory, 'tokenizer.json'))

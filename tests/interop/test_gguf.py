@@ -41,7 +41,7 @@ def test_gguf_import_equals_the_checkpoint(tmp_path):
   # The tokenizer rebuilt from the metadata encodes as the original tokenizer.json.
   original = BpeTokenizer.load(fixtures.TOKENIZER)
   rebuilt = BpeTokenizer(tok, specials=specials)
-  text = corpus.load('shakespeare', '')[-1].text[:20_000] + ' In 1603, 42 apples.\n\t x'
+  text = corpus.shakespeare()[-1].text[:20_000] + ' In 1603, 42 apples.\n\t x'
   np.testing.assert_array_equal(rebuilt.encode(text), original.encode(text))
   assert rebuilt.decode(rebuilt.encode(text)) == text
   assert (rebuilt.bos_id, rebuilt.eos_id, rebuilt.pad_id) == (

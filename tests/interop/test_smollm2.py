@@ -54,7 +54,7 @@ def test_weights_tokenizer_and_logits_match_transformers(reference):
   # The tokenizer. transformers splits text for 'smollm' with GPT-2's rule
   # alone; llama.cpp (and SmolLM2's own tokenizer.json) first cut every digit
   # off on its own, which ours does: the two agree on text without digits.
-  text = corpus.load('shakespeare', '')[-1].text[:100_000]
+  text = corpus.shakespeare()[-1].text[:100_000]
   text = re.sub(r'\d', '', text)
   want = hf_tok(text, add_special_tokens=False).input_ids
   assert tok.encode(text, add_special_tokens=False).ids == want

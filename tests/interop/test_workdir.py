@@ -25,7 +25,7 @@ from tests.interop import fixtures
 def imported(tmp_path_factory):
   """The Qwen3 fixture imported, with a small corpus (20 slices of a play) as its data."""
   root = tmp_path_factory.mktemp('import')
-  play = corpus.load('shakespeare', '')[0].text
+  play = corpus.shakespeare()[0].text
   for i in range(20):
     (root / f'doc{i:02d}.txt').write_text(play[i * 2000:(i + 1) * 2000])
   config = fixtures.base_config()

@@ -55,7 +55,7 @@ _TRAIN = '--config={cfg} --workdir={tmp}/run --config.data.source=prepared --con
 def _damaged(damage):
   """A row setup: damages {copy}, rows.check's private copy of the byte corpus."""
   def setup(p):
-    prepared._opened.cache_clear()  # pylint: disable=protected-access
+    prepared.opened.cache_clear()
     if damage:
       damage(p['copy'])
   return setup
@@ -90,7 +90,7 @@ def test_a_workdir_outlives_its_bpe_corpus(cli, corpora, tmp_path):
       'total_steps': 1, 'checkpoint_every_steps': 1, 'eval_every_steps': 0,
       'data.source': 'prepared', 'data.path': corpus}), run)
   shutil.move(corpus, str(tmp_path / 'moved'))
-  prepared._opened.cache_clear()  # pylint: disable=protected-access
+  prepared.opened.cache_clear()
   sample = cli.run('moe_jax.generate', f'--ckpt={run}', '--prompt=thou', '--max_new_tokens=2',
                    cwd=tmp_path)
   assert sample.rc == 0, sample.stderr

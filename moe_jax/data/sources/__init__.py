@@ -1,11 +1,13 @@
 """Data sources: what `data.source` names, behind one interface.
 
 A source turns the `data` config group into training and validation rows. The
-in-memory kind (the Shakespeare plays and text files in corpus.py, the SFT
-records in sft.py) lists its documents; the pipeline splits them by document
-(corpus.split) and packs each split once per process. A source that reads
-lazily from disk (prepared.py, a corpus tokenised by `moe_jax.data.prepare`)
-overrides `rows` and brings its own tokenizer. A new source is one file:
+in-memory kind (shakespeare and text_files, read by corpus.py; sft, the
+records of sft.py) lists its documents; the pipeline splits them by document
+(corpus.select) and packs each split once per process. A source that reads
+lazily from disk (prepared, a corpus tokenised by `moe_jax.data.prepare`)
+overrides `rows` and brings its own tokenizer. Every module of this package
+is one source and registers itself when the package is imported, so a new
+source is one file here:
 
   @sources.register
   class Poems(sources.Source):
@@ -18,21 +20,19 @@ The pipeline, the tokenizer, resume checks (workdir/files.py reads
 `stream_keys`) and evaluation then work unchanged.
 """
 import functools
-import importlib
 
 import ml_collections
 import numpy as np
 
-from moe_jax.data import packing
+from moe_jax import registry
+from moe_jax.data import corpus, packing
 from moe_jax.errors import ConfigError
 
 # Keys that fix every source's stream: the batch a step reads, and the tokens.
 COMMON_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.tokenizer',
                'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed', 'data.part',
                'data.cpt_fraction')
-# Modules whose sources register themselves on import.
-_BUILTIN = ('moe_jax.data.corpus', 'moe_jax.data.sft', 'moe_jax.data.prepared')
-_REGISTRY = {}
+REGISTRY = registry.Registry('data.source')
 
 
 class Source:
@@ -62,15 +62,9 @@ class Source:
     (packing.Packed, prepared.Rows)."""
     return _packed(self, _frozen(config.data), split, tok, config.seq_len)
 
-  def split(self, data, split):
-    """The `split` ('train' | 'validation') documents; 'train' is data.part's
-    part of the training documents (corpus.part)."""
-    from moe_jax.data import corpus  # pylint: disable=g-import-not-at-top
-    train, val = _split(self, _frozen(data))
-    if split != 'train':
-      return val
-    return corpus.part(train, data.get('part', ''), data.get('cpt_fraction', 0.5),
-                       data.split_seed)
+  def split(self, data, which):
+    """The `which` ('train' | 'validation') documents (corpus.select)."""
+    return corpus.select(_documents(self, _frozen(data)), data, which)
 
   def validation_entropy(self, config, tok):
     """Unigram entropy of the validation targets: every token of each document
@@ -83,30 +77,20 @@ def register(cls):
   """Class decorator: makes `cls.name` a value of data.source."""
   if not cls.name:
     raise ValueError(f'{cls.__name__} has no name')
-  _REGISTRY[cls.name] = cls()
+  REGISTRY.register(cls.name, cls())
   return cls
 
 
-def _import_builtins():
-  for module in _BUILTIN:
-    importlib.import_module(module)
-
-
 def get(name):
-  _import_builtins()
-  if name not in _REGISTRY:
-    raise ConfigError(f'data.source={name!r} is not one of {", ".join(sorted(_REGISTRY))}')
-  return _REGISTRY[name]
+  return REGISTRY.get(name)
 
 
 def stream_keys(*configs):
   """The keys that fix the data stream of any of `configs` (a resumed run must
   match them all); a source that no longer exists adds none."""
-  _import_builtins()
   keys = list(COMMON_KEYS)
   for config in configs:
-    name = (config.get('data') or {}).get('source')
-    for key in getattr(_REGISTRY.get(name), 'keys', ()):
+    for key in getattr(REGISTRY.entries.get(config['data']['source']), 'keys', ()):
       if key not in keys:
         keys.append(key)
   return tuple(keys)
@@ -143,9 +127,8 @@ def _frozen(data):
 
 
 @functools.lru_cache(maxsize=2)
-def _split(source, data):
-  from moe_jax.data import corpus  # pylint: disable=g-import-not-at-top (corpus registers here)
-  return corpus.split(source.documents(data), data.val_fraction, data.split_seed)
+def _documents(source, data):
+  return source.documents(data)
 
 
 @functools.lru_cache(maxsize=4)
@@ -154,3 +137,6 @@ def _packed(source, data, split, tok, seq_len):
   if not len(rows):
     raise ConfigError(f'the {split} split of data.source={source.name} packs into no rows')
   return rows
+
+
+registry.import_all(__path__, __name__)
