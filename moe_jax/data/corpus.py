@@ -173,16 +173,22 @@ def _head(names, fraction):
   return set(names[:min(len(names) - 1, max(1, round(len(names) * fraction)))])
 
 
+def _first_names(docs, salt, fraction, key, where, purpose):
+  """The first `fraction` of the names of `docs` in their `salt` hash order;
+  `key`, `where` and `purpose` word the errors."""
+  if not 0 < fraction < 1:
+    raise ConfigError(f'{key}={fraction} must be in (0, 1)')
+  names = _hash_order(docs, salt)
+  if len(names) < 2:
+    raise ConfigError(f'{where} has {len(names)} distinct document(s); {purpose} at least 2')
+  return _head(names, fraction)
+
+
 def split(docs, val_fraction, split_seed=0):
   """(train, validation) lists of whole documents, each in corpus order.
   Documents that share a name (an SFT record drawn twice) fall on one side."""
-  if not 0 < val_fraction < 1:
-    raise ConfigError(f'data.val_fraction={val_fraction} must be in (0, 1)')
-  names = _hash_order(docs, f'{split_seed}:')
-  if len(names) < 2:
-    raise ConfigError(f'the corpus has {len(names)} distinct document(s); a train/validation '
-                      'split by document needs at least 2')
-  val = _head(names, val_fraction)
+  val = _first_names(docs, f'{split_seed}:', val_fraction, 'data.val_fraction', 'the corpus',
+                     'a train/validation split by document needs')
   return [d for d in docs if d.name not in val], [d for d in docs if d.name in val]
 
 
@@ -196,13 +202,8 @@ def part(train, which, cpt_fraction, split_seed=0):
     raise ConfigError(f'data.part={which!r} is not one of {PARTS}')
   if not which:
     return train
-  if not 0 < cpt_fraction < 1:
-    raise ConfigError(f'data.cpt_fraction={cpt_fraction} must be in (0, 1)')
-  names = _hash_order(train, f'part:{split_seed}:')
-  if len(names) < 2:
-    raise ConfigError(f'data.part={which!r}: the training split has {len(names)} distinct '
-                      'document(s); two parts by document need at least 2')
-  cpt = _head(names, cpt_fraction)
+  cpt = _first_names(train, f'part:{split_seed}:', cpt_fraction, 'data.cpt_fraction',
+                     f'data.part={which!r}: the training split', 'two parts by document need')
   return [d for d in train if (d.name in cpt) == (which == 'cpt')]
 
 

@@ -123,16 +123,22 @@ def _jsonl(path, text_field, notes=None):
     yield from _jsonl_lines(path, f, text_field, notes)
 
 
-def _jsonl_lines(path, lines, text_field, notes=None):
+def json_lines(path, lines):
+  """('PATH:LINE', record) of each non-blank line of `lines` (bytes or str);
+  a line that is not JSON is a one-line ConfigError naming it."""
   for number, line in enumerate(lines, start=1):
     if not line.strip():
       continue
     where = f'{path}:{number}'
     try:
-      record = json.loads(line)
+      yield where, json.loads(line)
     except (ValueError, UnicodeDecodeError) as e:
       raise ConfigError(f'{where}: not a JSON line ({str(e).splitlines()[0]}); is the file '
                         'JSONL?') from None
+
+
+def _jsonl_lines(path, lines, text_field, notes=None):
+  for where, record in json_lines(path, lines):
     text = record.get(text_field) if isinstance(record, dict) else None
     if not isinstance(text, str):
       raise ConfigError(f'{where}: no string field {text_field!r} (--text_field)')

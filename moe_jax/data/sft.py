@@ -25,7 +25,6 @@ works as for text: the rows are built once and the batch of step s is a pure
 function of (seed, s).
 """
 import dataclasses
-import json
 import warnings
 
 import numpy as np
@@ -62,15 +61,8 @@ def _messages(record, where):
 def read(path):
   """The records of one JSONL file (blank lines skipped)."""
   records = []
-  with open(path, encoding='utf-8') as f:
-    for number, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      where = f'{path}:{number}'
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise ConfigError(f'{where}: not JSON ({e.msg} at column {e.colno})') from None
+  with open(path, 'rb') as f:
+    for where, record in readers.json_lines(path, f):
       messages = _messages(record, where)
       name = record.get('id')
       records.append(Record(str(name) if name is not None else where, where, messages))

@@ -51,7 +51,7 @@ def _write(path, records):
 
 
 @pytest.mark.parametrize('line, message', [
-    ('{"prompt": "q"', ':2: not JSON'),
+    ('{"prompt": "q"', ':2: not a JSON line'),
     ('{"prompt": "q"}', ':2: a record needs "messages", or "prompt" and "response"'),
     ('{"messages": [{"role": "user", "content": "q"}]}', ':2: no assistant message'),
     ('{"messages": [{"role": "bot", "content": "q"}]}', ':2: each message must be'),
