@@ -10,6 +10,8 @@ Two sweeps share these runs (experiments/seed001/{schedule,routing,all}.py):
                   the steps, LR x 0.1 / 1 / 0.1, balance x 5 / 1 / 0.5, z-loss
                   x 2 / 1 / 0.5
   scratch         the MoE trained from scratch for DENSE + UP steps (WSD)
+  scratch_up      the same for UP steps: as many MoE steps as the upcycled runs
+                  (seeds.py)
 The MoE runs use a Switch balance loss (0.01) and a router z-loss (1e-3), the
 weights seed 001's phases multiply. `:small`: a few steps of each (CI).
 """
@@ -43,19 +45,21 @@ def dense(s):
                                'config.checkpoint_every_steps': s['dense']}, **family.size(SIZE))
 
 
-def upcycled(h, s, name, three_phase):
-  """The dense run upcycled and trained s['up'] steps at one constant LR, with
+def upcycled(h, s, name, three_phase, src='dense'):
+  """Run `src` upcycled and trained s['up'] steps at one constant LR, with
   or without seed 001's phases on top."""
   keys = {'config.opt.schedule': 'constant', 'config.opt.warmup_steps': 0,
           'config.total_steps': s['up'], 'config.checkpoint_every_steps': s['up']}
   if three_phase:
     keys.update({f'config.phases.{k}': v for k, v in configs_common.SEED001_PHASES.items()})
-  return dict(name=name, **family.upcycled(h, 'dense', s['dense']), **family.size(SIZE),
+  return dict(name=name, **family.upcycled(h, src, s['dense']), **family.size(SIZE),
               **family.moe(LR_UP), **keys)
 
 
-def scratch(s):
-  total = s['dense'] + s['up']
-  return dict(name='scratch', **{'config.total_steps': total,
-                                 'config.checkpoint_every_steps': total},
+def scratch(s, name='scratch', total=None):
+  """The MoE from scratch, `total` steps (default: the dense and upcycled
+  runs' together, WSD)."""
+  total = total or s['dense'] + s['up']
+  return dict(name=name, **{'config.total_steps': total,
+                            'config.checkpoint_every_steps': total},
               **family.size(SIZE), **family.moe())
