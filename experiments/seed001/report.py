@@ -3,9 +3,10 @@ r"""Seed 001's studies from our sweeps: the schedule comparison and the routing 
   python -m experiments.seed001.report --study=schedule --workdir=DIR
   python -m experiments.seed001.report --study=routing --workdir=DIR [--batches=N]
   python -m experiments.seed001.report --study=init --workdir=DIR
+  python -m experiments.seed001.report --study=seeds --workdir=DIR
   python -m experiments.seed001.report --results=DIR/seed001_<study>.json [--out=DIR2]
 
-DIR is the launched sweep of experiments/seed001/{schedule,routing,init}.py.
+DIR is the launched sweep of experiments/seed001/{schedule,routing,init,seeds}.py.
 Writes DIR/seed001_<study>.md (also printed), DIR/plots/seed001_*.png and
 DIR/seed001_<study>.json, the results file (the runs, and for the routing
 study each routed checkpoint's `inspect --routing` result) from which
@@ -19,7 +20,7 @@ import tempfile
 from absl import flags
 import numpy as np
 
-from experiments import report, runner, study_cli, sweep
+from experiments import report, runner, stats, study_cli, sweep
 from experiments.seed001 import init_table
 from experiments.seed002 import report as seed002_report
 from moe_jax.errors import ConfigError
@@ -66,6 +67,51 @@ def schedule_report(runs, routed, plot_dir):
                            body))], [path]
 
 
+# seeds.py's comparisons, paired by seed: (label, run a, run b, what seed 001
+# says of a - b).
+PAIRS = (
+    ('three phases - one phase (schedule)', 'up_three_phase', 'up_single',
+     'lower: the phases help (no number given)'),
+    ('upcycled - scratch, equal MoE steps', 'up_single', 'scratch_up',
+     'lower: upcycling saves the MoE steps of a small budget'),
+    ('upcycled - scratch, equal total steps', 'up_single', 'scratch',
+     'lower at small budgets, higher at large ones'),
+)
+SEEDED = ('dense', 'up_single', 'up_three_phase', 'scratch_up', 'scratch')
+
+
+def _seeds(runs):
+  return sorted({int(n.rsplit('_s', 1)[1]) for n in runs if n.startswith('dense_s')})
+
+
+def seeds_report(runs, routed, plot_dir):
+  """Final validation losses per seed, and each of PAIRS as a paired mean
+  difference with its t interval."""
+  del routed
+  seeds = _seeds(runs)
+  loss = lambda name, s: (_last(runs[f'{name}_s{s}'], 'val_loss')
+                          if f'{name}_s{s}' in runs else None)
+  body = [[name] + [_fmt(loss(name, s)) for s in seeds] for name in SEEDED]
+  pairs = []
+  for label, a, b, claim in PAIRS:
+    diffs = [loss(a, s) - loss(b, s) for s in seeds
+             if loss(a, s) is not None and loss(b, s) is not None]
+    d = stats.paired(diffs)
+    verdict = stats.verdict((d['lo'], d['hi']), high=0.0) if d['n'] > 1 else 'not run'
+    pairs.append([label, d['n'], ', '.join(f'{x:+.4f}' for x in diffs),
+                  stats.interval_text(d) if d['n'] > 1 else '-', f"{d['p']:.2f}", claim,
+                  verdict])
+  names = [f'{n}_s{seeds[0]}' for n in ('up_single', 'up_three_phase', 'scratch_up')] if seeds else []
+  path = seed002_report.curves_plot(runs, names, {}, os.path.join(plot_dir, 'seed001_seeds.png'),
+                                    f'seed {seeds[0] if seeds else "-"}: upcycled runs and '
+                                    'scratch at equal MoE steps', cv=True)
+  return [('Final validation loss per seed',
+           report.markdown(['run'] + [f'seed {s}' for s in seeds], body)),
+          ('Paired by seed (a - b: below 0, a is better; verdict on "a - b < 0")',
+           report.markdown(['comparison', 'seeds', 'per seed', 'mean [95% CI]', 'p',
+                            'seed 001', 'verdict'], pairs))], [path]
+
+
 def route(sweep_dir, batches):
   """{run: (markdown, result)} of `inspect --routing` of each finished routed
   run's last checkpoint (its JSON to DIR/plots/routing_<run>.json; routing_report
@@ -105,7 +151,7 @@ def routing_report(runs, routed, plot_dir):
 
 
 STUDIES = {'schedule': schedule_report, 'routing': routing_report,
-           'init': init_table.init_report}
+           'init': init_table.init_report, 'seeds': seeds_report}
 
 
 def write(study, sweep_dir, batches=None):

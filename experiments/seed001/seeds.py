@@ -13,18 +13,21 @@ them. The report pairs runs by seed. `:small` is CI's few steps, one seed.
 """
 from experiments.seed001 import common
 
-get_config = common.get_config
-
-
-def seeds(arg=None):
+def _arg(arg):
+  """`seeds` [3], and the other sweeps' `small` (one seed then)."""
   a = common.family.parse(arg, seeds=3)
-  return 1 if a.small else a.seeds
+  return 'small' if a.small else '', 1 if a.small else a.seeds
+
+
+def get_config(arg=None):
+  return common.get_config(_arg(arg)[0])
 
 
 def get_hyper(h, arg=None):
-  s = common.steps(arg)
+  small, seeds = _arg(arg)
+  s = common.steps(small)
   out = []
-  for seed in range(seeds(arg)):
+  for seed in range(seeds):
     dense = f'dense_s{seed}'
     runs = [dict(common.dense(s), name=dense),
             common.upcycled(h, s, f'up_single_s{seed}', False, src=dense),

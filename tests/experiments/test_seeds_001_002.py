@@ -48,6 +48,38 @@ def test_seed001_sweeps_share_runs_and_only_the_phases_differ():
       routed['dense']['config.total_steps'] + routed['up_single']['config.total_steps'])
 
 
+def test_seed001_seeds_pairs_each_seeds_runs_and_scratch_at_the_moe_steps():
+  points = _plan('experiments/seed001/seeds.py:seeds=2')
+  single = _plan('experiments/seed001/all.py')
+  assert sorted(points) == sorted(f'{n}_s{s}' for s in (0, 1) for n in (
+      'dense', 'up_single', 'up_three_phase', 'scratch', 'scratch_up'))
+  for s in (0, 1):
+    assert points[f'up_single_s{s}']['upcycle.src'] == hyper.run(f'dense_s{s}', step=150)
+    for name in ('dense', 'up_single', 'up_three_phase', 'scratch'):   # all.py's, seeded
+      assert {k: v for k, v in points[f'{name}_s{s}'].items() if k not in (
+          'name', 'config.seed', 'upcycle.src')} == {
+              k: v for k, v in single[name].items() if k not in ('name', 'upcycle.src')}
+      assert points[f'{name}_s{s}']['config.seed'] == s
+  assert points['scratch_up_s0']['config.total_steps'] == (
+      points['up_single_s0']['config.total_steps'])
+
+
+def test_seed001_seeds_report_pairs_by_seed(tmp_path):
+  """Made-up final losses: the differences, their t interval and verdict."""
+  losses = {'dense': 2.3, 'up_single': 2.10, 'up_three_phase': 2.08, 'scratch': 2.12,
+            'scratch_up': 2.2}
+  shift = (0.0, 0.01, -0.004)
+  runs = {f'{name}_s{s}': dict(metrics=[dict(step=1, loss=loss, lr=1e-3, val_loss=loss + (s == 1) * 0.002 + d)])
+          for name, loss in losses.items() for s, d in enumerate(shift)}
+  sections, _ = seed001_report.seeds_report(runs, {}, str(tmp_path))
+  rows = {row[0]: row for row in _cells(sections[1][1])}
+  schedule = rows['three phases - one phase (schedule)']
+  assert schedule[1] == '3' and schedule[2] == '-0.0200, -0.0200, -0.0200'
+  assert schedule[-1] == 'agrees'   # the same difference in every seed
+  assert rows['upcycled - scratch, equal MoE steps'][2] == '-0.1000, -0.1000, -0.1000'
+  assert _cells(sections[0][1])[2][:2] == ['up_single', '2.1000']   # [0] is the header
+
+
 def _synthetic_table():
   """Rows of seed 002's Table 2 laws on a grid like ours (no noise)."""
   rows = []
