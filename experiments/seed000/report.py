@@ -19,7 +19,7 @@ import time
 from absl import flags
 
 from experiments import plots, report, stats, study_cli
-from experiments.seed000 import (analysis, base, cpt_length, reference, regime, table3, table4,
+from experiments.seed000 import (analysis, base, cpt_length, reference, regime, staged, table3, table4,
                                  table5, table8)
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import files
@@ -266,6 +266,38 @@ def report_cpt(runs, arg):
           _md(head, rows), points)
 
 
+def report_staged(runs, arg):
+  """Each arm's final loss per seed, the 4E arms paired by seed, and seed 0's
+  curves stitched over the runs each arm grew through."""
+  seeds = range(staged._arg(arg).seeds)   # pylint: disable=protected-access
+  head = ['arm', 'experts at the end'] + [f'seed {s}' for s in seeds] + ['mean +- sd']
+  ends = dict(dense_e='E', dense_e_2e='2E', fixed_e='E')
+  rows = []
+  for arm in staged.ARMS:
+    losses = [_loss(runs, f's{s}_{arm}') for s in seeds]
+    rows.append([arm, ends.get(arm, '4E')] + [_fmt(x) for x in losses] +
+                [_pm([x for x in losses if x is not None])])
+  pairs = []
+  for a, b in (('staged', 'dense_4e'), ('staged', 'e_4e'), ('dense_4e', 'e_4e')):
+    diffs = [(_loss(runs, f's{s}_{a}'), _loss(runs, f's{s}_{b}')) for s in seeds]
+    d = stats.paired([x - y for x, y in diffs if None not in (x, y)])
+    pairs.append([f'{a} - {b}', d['n'], stats.interval_text(d) if d['n'] > 1 else
+                  _fmt(d['mean']), f'{d["p"]:.2f}' if d['n'] > 1 else '-'])
+  curves = {}
+  for arm in staged.FINAL + ('fixed_e',):
+    points = []
+    for name, last in staged.stitched(arm, arg):
+      run = runs.get(f's0_{name}') or {}
+      first = points[-1][0] if points else -1
+      points += [(r['step'], r['val_loss']) for r in run.get('metrics', ())
+                 if 'val_loss' in r and first < r['step'] <= (last or math.inf)]
+    curves[arm] = points
+  text = ('### Staged upcycling against one jump (equal total tokens)\n\n' + _md(head, rows) +
+          '\n\nPaired by seed (a - b < 0: a ends lower), 95% t intervals:\n\n' +
+          _md(['4E arms', 'seeds', 'a - b', 'p'], pairs))
+  return text, (curves, staged.transitions(arg))
+
+
 def _pm(values):
   mean, sd = analysis.mean_sd(values)
   return '-' if mean is None else f'{mean:.4f} +- {sd:.4f}'
@@ -296,6 +328,14 @@ def _plot(number, data, path):
       ax.plot(*zip(*data), 'o-', color='C2', label='Upcycled (ratio of mean gaps)')
     ax.axhline(1, color='k', lw=0.8, ls=':')
     ax.set(xlabel='CPT / tau', ylabel='eta (eq. 4)')
+  elif number == 'staged':
+    curves, marks = data
+    for i, (arm, points) in enumerate(curves.items()):
+      if points:
+        ax.plot(*zip(*points), 'o-', ms=3, color=f'C{i}', label=arm)
+    for t in marks:
+      ax.axvline(t, color='k', lw=0.6, ls=':')
+    ax.set(xlabel='step (dotted: the transitions t1, t2, t3)', ylabel='validation loss (seed 0)')
   elif number == 'regime':
     for t, gaps in data:
       ax.plot([t] * len(gaps), gaps, 'o', color='C0')
@@ -306,7 +346,7 @@ def _plot(number, data, path):
     if pts:
       ax.plot(*zip(*pts), 'o')
     ax.set(xlabel='validation loss right after upcycling', ylabel='terminal validation loss')
-  label = number if number in ('regime', 'cpt') else f'Table {number}'
+  label = number if number in ('regime', 'cpt', 'staged') else f'Table {number}'
   ax.set_title(f'seed 000 at CPU scale: {label}')
   if ax.get_legend_handles_labels()[0]:
     ax.legend(fontsize=7)
@@ -344,7 +384,7 @@ def _plot3(plt, data, path):
 
 
 STUDIES = {'3': report3, '4': report4, '5': report5, '8': report8, 'regime': report_regime,
-           'cpt': report_cpt}
+           'cpt': report_cpt, 'staged': report_staged}
 
 
 def _render(number, runs, arg, plot_dir=None):

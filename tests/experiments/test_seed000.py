@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from experiments.seed000 import (base, cpt_length, report as seed000_report, table3, table4,
-                                 table5, table8)
+from experiments.seed000 import (base, cpt_length, report as seed000_report, staged, table3,
+                                 table4, table5, table8)
 from tests.experiments import runs
 
 
@@ -170,3 +170,38 @@ def test_cpt_length_arms_at_full_size():
   # Fixed runs at T < T_max are decay branches over the same last D steps as the upcycled runs.
   assert points['s0_T=1600_fixed']['resume_from'] == hyper.run('s0_fixed', step=1280)
   assert points['s0_T=1600_up']['config.opt.decay_fraction'] == 320 / 1600
+
+
+def test_staged_arms_chain_their_transitions_at_full_size():
+  from experiments import hyper   # pylint: disable=g-import-not-at-top
+  points = {p['name']: p for p in staged.get_hyper(hyper)}
+  assert len(points) == 3 * len(staged.ARMS) and staged.transitions() == (375, 750, 1125)
+  config = staged.get_config()
+  e = config.moe.num_experts
+  assert config.total_steps == 2250 and config.checkpoint_every_steps == 375
+  # dense -> E at t1 -> 2E at t2 -> 4E at t3, each stage a branch of the last.
+  assert points['s1_dense_e']['config.moe.num_experts'] == 0
+  assert points['s1_dense_e_2e']['resume_from'] == hyper.run('s1_dense_e', step=750)
+  assert points['s1_staged']['resume_from'] == hyper.run('s1_dense_e_2e', step=1125)
+  assert [points[f's1_{arm}']['config.upcycle.target.moe.num_experts'] for arm in (
+      'dense_e', 'dense_e_2e', 'staged', 'dense_4e', 'e_4e')] == [e, 2 * e, 4 * e, 4 * e, 4 * e]
+  # The one jumps grow at t1, E -> 4E by a factor 4.
+  assert points['s1_e_4e']['resume_from'] == hyper.run('s1_fixed_e', step=375)
+  assert (points['s1_e_4e']['config.upcycle.factor'], points['s1_dense_4e']['config.upcycle.step']
+          ) == (4, 375)
+  assert all(points[f's2_{arm}']['config.seed'] == 2 for arm in staged.ARMS)
+
+
+def test_staged_report_stitches_each_arms_curve():
+  """Made-up metrics: a chained arm's curve takes each run's steps after the
+  one before it; the pairs are the 4E arms'."""
+  metrics = lambda *steps: [dict(step=s, val_loss=10.0 - s / 1000) for s in steps]
+  runs = {f's{s}_{arm}': dict(metrics=metrics(375, 750, 1125, 2250) if s == 0 else metrics(2250))
+          for s in range(3) for arm in staged.ARMS}
+  runs['s0_dense_e_2e']['metrics'] = metrics(1125, 2250)
+  runs['s0_staged']['metrics'] = metrics(1500, 2250)
+  text, (curves, marks) = seed000_report.report_staged(runs, None)
+  assert marks == (375, 750, 1125)
+  assert [p[0] for p in curves['staged']] == [375, 750, 1125, 1500, 2250]
+  assert [p[0] for p in curves['e_4e']] == [375, 750, 1125, 2250]
+  assert '| staged - dense_4e | 3     | +0.0000' in text
