@@ -110,3 +110,46 @@ def test_every_package_has_a_rule():
   on_top = {'train', '__pycache__'}
   packages = {n for n in os.listdir(_PACKAGE) if os.path.isdir(os.path.join(_PACKAGE, n))}
   assert packages - on_top <= set(ALLOWED), sorted(packages - on_top - set(ALLOWED))
+
+
+def _cycles(graph):
+  """Strongly connected components of more than one module (Tarjan)."""
+  index, low, stack, out = {}, {}, [], []
+
+  def visit(v):
+    index[v] = low[v] = len(index)
+    stack.append(v)
+    for w in graph.get(v, ()):
+      if w not in index:
+        visit(w)
+        low[v] = min(low[v], low[w])
+      elif w in stack:
+        low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+      component = stack[stack.index(v):]
+      del stack[stack.index(v):]
+      if len(component) > 1:
+        out.append(sorted(component))
+
+  for v in sorted(graph):
+    if v not in index:
+      visit(v)
+  return out
+
+
+def test_no_import_circles():
+  """No two modules import each other, directly or round a loop, counting
+  imports inside functions (a deferred import hides a circle; it does not
+  remove it). A registry package importing its own entries (registry.import_all)
+  is dynamic and not counted."""
+  modules = dict((module, path) for part in os.listdir(_PACKAGE)
+                 if part.endswith('.py') or os.path.isdir(os.path.join(_PACKAGE, part))
+                 for path, module in _modules(part.removesuffix('.py')))
+  modules = {m.removesuffix('.__init__'): p for m, p in modules.items()}
+  graph = {m: {n for n in _imports(p, m) if n in modules and n != m} for m, p in modules.items()}
+  assert not _cycles(graph), _cycles(graph)
+
+
+def test_the_circle_rule_sees_a_circle():
+  assert _cycles({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == [['a', 'b', 'c']]
+  assert _cycles({'a': {'b'}, 'b': set()}) == []
