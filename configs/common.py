@@ -1,18 +1,22 @@
 """Shared config pieces: every config file starts from `base()`.
 
-Each key has one home. Groups:
-  model  transformer shape (defaults: moe_jax/models/config.py; presets: models/presets.py)
-  moe    experts, router, balancing, dispatch, layer pattern (defaults: models/config.py)
-  opt    optimizer and learning-rate schedule
-  data   corpus, tokenizer, packing
-  ckpt   Orbax checkpointing
-  mesh   device mesh and sharding
-  upcycle  in-run transition at step `upcycle.step` (0 = none)
-  phases   per-phase LR and router-loss multipliers (seed 001's three-phase CPT)
+Each key has one home: a dataclass beside the code that reads it holds its
+default, what it means and its bounds (moe_jax/config_group.py).
+  top level    moe_jax/workdir/config.py   RunConfig: seed, steps, batch, cadence, init_from
+  model, moe   moe_jax/models/config.py    (presets: moe_jax/models/presets.py)
+  opt, phases  moe_jax/train/config.py     optimizer and schedule; seed 001's phases
+  data         moe_jax/data/config.py      corpus, tokenizer, packing
+  ckpt, mesh   moe_jax/workdir/config.py   Orbax checkpointing; device mesh and sharding
+  upcycle      moe_jax/upcycle/config.py   the in-run transition at upcycle.step (0: none)
 """
 import ml_collections
 
+from moe_jax import config_group
+from moe_jax.data import config as data_config
 from moe_jax.models import config as model_config
+from moe_jax.train import config as train_config
+from moe_jax.upcycle import config as upcycle_config
+from moe_jax.workdir import config as workdir_config
 
 
 def parse_arg(arg, **defaults):
@@ -39,98 +43,38 @@ def parse_arg(arg, **defaults):
   return out
 
 
+def _group(cls):
+  return ml_collections.ConfigDict(config_group.defaults(cls))
+
+
 def model():
-  """A CPU-sized Llama-style decoder (the `tiny` preset). Each key's default
-  and meaning has one home: ModelConfig in moe_jax/models/config.py."""
-  return ml_collections.ConfigDict(model_config.defaults(model_config.ModelConfig))
+  """A CPU-sized Llama-style decoder (the `tiny` preset)."""
+  return _group(model_config.ModelConfig)
 
 
 def moe():
-  """MoE block settings; num_experts=0 makes every layer dense. Each key's
-  default and meaning has one home: MoEConfig in moe_jax/models/config.py."""
-  return ml_collections.ConfigDict(model_config.defaults(model_config.MoEConfig))
+  """MoE block settings; num_experts=0 makes every layer dense."""
+  return _group(model_config.MoEConfig)
 
 
 def opt():
-  return ml_collections.ConfigDict(dict(
-      name='adamw',
-      lr=3e-3,
-      b1=0.9,
-      b2=0.95,
-      eps=1e-8,
-      weight_decay=0.1,
-      clip_norm=1.0,
-      schedule='wsd',        # wsd | cosine | constant
-      warmup_steps=50,
-      decay_fraction=0.2,    # wsd: share of steps in the final decay
-      decay_shape='linear',  # wsd: linear | cosine | sqrt
-      final_lr_fraction=0.0,
-      rewarm_steps=0,        # a second warmup after an in-run upcycle transition
-      mu_dtype='',           # Adam's first moment: '' (as params) | float32 | bfloat16
-      router_lr_multiplier=1.0,   # the routers' weights learn at this times the LR
-  ))
+  return _group(train_config.OptConfig)
 
 
 def data():
-  return ml_collections.ConfigDict(dict(
-      source='shakespeare',  # shakespeare | text_files | sft | prepared (moe_jax/data/sources.py)
-      patterns='',           # text_files, sft: comma-separated glob patterns
-      path='',               # prepared: the --out of moe_jax.data.prepare
-      encoding='',           # text_files: '' detects each file's (moe_jax/data/corpus.py)
-      chat_template='model',  # sft: the tokenizer's own (model) | plain (moe_jax/data/chat.py)
-      tokenizer='byte',      # byte | bpe
-      bpe_vocab_size=4096,
-      tokenizer_path='',     # bpe: an existing tokenizer.json
-      val_fraction=0.05,     # share of documents held out for validation
-      split_seed=0,          # picks the validation documents (independent of `seed`)
-      part='',               # '' every training document | pretrain | cpt: two disjoint
-      cpt_fraction=0.5,      #   parts by document, cpt_fraction of them for CPT (corpus.py)
-      worker_count=0,        # grain workers; 0: in-process
-  ))
+  return _group(data_config.DataConfig)
 
 
 def ckpt():
-  return ml_collections.ConfigDict(dict(
-      keep=2,                # newest N checkpoints
-      keep_every=0,          # and every K-th step for good (0: none)
-      async_save=True,
-  ))
+  return _group(workdir_config.CkptConfig)
 
 
 def mesh():
-  return ml_collections.ConfigDict(dict(
-      data=-1, fsdp=1, expert=1, tensor=1,   # -1: the remaining devices
-      num_devices=0,         # the first N devices only (0: all); one-process runs
-      distributed=False,     # call jax.distributed.initialize() (SLURM, MPI, TPU detect the rest)
-      coordinator_address='',  # 'HOST:PORT' of process 0; with num_processes and process_id
-      num_processes=0,       #   names a multi-process run (moe_jax.multiprocess sets all three)
-      process_id=-1,
-      rules='',              # logical->mesh overrides: 'embed=fsdp+tensor,vocab='
-  ))
+  return _group(workdir_config.MeshConfig)
 
 
 def upcycle():
-  """Growing a model: in-run at step `step` (the trainer), or between checkpoints
-  (python -m moe_jax.upcycle). The target config is the source config with
-  the recipe's own change (its `target` in moe_jax/upcycle/recipes/: experts
-  x factor for expand_experts, ...) and then `target`'s overrides (nested
-  groups, e.g. target.moe.num_experts for dense_to_moe)."""
-  return ml_collections.ConfigDict(dict(
-      step=0,                # in-run transition step tau (0: none)
-      recipe='',             # a recipe of moe_jax/upcycle/recipes/ (dense_to_moe, ...)
-      factor=2,              # expansion factor m (experts, or depth)
-      split_bias=False,      # expand_experts: router biases x 1/m (its args.split_bias)
-      args=ml_collections.ConfigDict(),    # recipe options: its file in moe_jax/upcycle/recipes/
-      target=ml_collections.ConfigDict(),  # overrides of the target config
-      utility_metric='grad_norm',          # args.allocation=utility: grad_norm | saliency |
-      utility_batches=64,                  #   weight_norm | curvature, over this many batches
-                                           #   (curvature needs many: moe_jax/upcycle/utility.py)
-      report_batches=4,      # validation batches for the function-preservation report: two
-                             #   forward passes each (SmolLM2-135M's whole upcycle at 4, batch
-                             #   8 x 512: 7 min of CPU, docs/interop.md; laptop minutes)
-      seed=0,                # noise and fresh inits of the transform
-      source='',             # provenance: the checkpoint this run was upcycled from
-  ))
+  return _group(upcycle_config.UpcycleConfig)
 
 
 # Seed 001's three-phase continued pre-training: warmup, specialization, refinement.
@@ -139,12 +83,7 @@ SEED001_PHASES = dict(fractions=(0.05, 0.70, 0.25), lr=(0.1, 1.0, 0.1), balance=
 
 
 def phases():
-  """Training phases (moe_jax/train/phases.py): the steps after upcycle.step split
-  by `fractions`; in phase i opt's LR is scaled by lr[i] and the balance and
-  z-loss weights by balance[i] and z_loss[i]. Seed 001's three-phase CPT is
-  SEED001_PHASES (`config.phases.update(SEED001_PHASES)`). Empty fractions: one
-  phase, nothing scaled."""
-  return ml_collections.ConfigDict(dict(fractions=(), lr=(), balance=(), z_loss=()))
+  return _group(train_config.PhasesConfig)
 
 
 def expand_args(allocation=None, delta=None, expert=None, router=None, layout=None,
@@ -174,20 +113,7 @@ def expand_args(allocation=None, delta=None, expert=None, router=None, layout=No
 
 
 def base():
-  config = ml_collections.ConfigDict()
-  config.seed = 0
-  config.total_steps = 300
-  config.batch_size = 16
-  config.seq_len = 128
-  # Microbatches per step, one optimizer update (train/step.py); 0: auto (on CPU
-  # cache-sized ones where they give the same step with no extra pass, else 1:
-  # train/accumulate.py).
-  config.grad_accum_steps = 0
-  config.log_every_steps = 10
-  config.eval_every_steps = 100
-  config.eval_batches = 8
-  config.checkpoint_every_steps = 100
-  config.init_from = ''      # CKPT: start from another checkpoint's params
+  config = _group(workdir_config.RunConfig)
   config.model = model()
   config.moe = moe()
   config.opt = opt()

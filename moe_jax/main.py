@@ -6,8 +6,9 @@ r"""Train or continue a model.
 Resumes from the newest checkpoint in DIR when there is one. Without --config,
 DIR goes on from its own config.json (a run, an upcycled or imported workdir),
 and --config.KEY=VALUE changes any key that keeps the parameter shapes, e.g.
---config.total_steps=600. Every key, its default and what it does:
-configs/common.py; a config file's own docstring holds its command.
+--config.total_steps=600. Every key, its default and what it does: the
+dataclasses configs/common.py names; a config file's own docstring holds its
+command.
 """
 from absl import flags
 from ml_collections import config_flags

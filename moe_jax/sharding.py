@@ -87,7 +87,7 @@ def rules_from_config(mesh_cfg):
   `vocab`.
   """
   rules = dict(DEFAULT_RULES)
-  for item in filter(None, mesh_cfg.get('rules', '').split(',')):
+  for item in filter(None, mesh_cfg.rules.split(',')):
     name, eq, axes = item.partition('=')
     name = name.strip()
     axes = tuple(filter(None, (a.strip() for a in axes.split('+'))))

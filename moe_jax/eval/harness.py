@@ -127,7 +127,7 @@ def loglik_letters(sums_QC, questions):
 
 def renderer(loaded):
   """The chat template a checkpoint answers in (see the module docstring)."""
-  kind = loaded.config.data.get('chat_template', 'model')
+  kind = loaded.config.data.chat_template
   if not getattr(loaded.tokenizer, 'chat_template', None):
     kind = 'plain'
   return sft.renderer(kind, loaded.tokenizer)

@@ -8,6 +8,8 @@ the key for anything the model cannot build.
 import dataclasses
 import math
 
+from moe_jax import config_group
+from moe_jax.config_group import field
 from moe_jax.errors import ConfigError
 
 SCORES = ('softmax', 'sigmoid')
@@ -45,10 +47,10 @@ class MoEConfig:
   router_init_std: float = 0.0   # 0: sqrt(2 / (5 d_model)), seed 002 appendix A.6
   jitter: float = 0.0            # multiplicative input jitter while training
   use_bias: bool = False         # selection-only bias, aux-loss-free balancing
-  bias_update_rate: float = 1e-3
-  balance_loss_weight: float = 0.01
+  bias_update_rate: float = field(1e-3, at_least=0.0)
+  balance_loss_weight: float = field(0.01, at_least=0.0)
   balance_scope: str = 'global'  # global | sequence
-  z_loss_weight: float = 1e-3
+  z_loss_weight: float = field(1e-3, at_least=0.0)
   router_loss_reduction: str = 'sum'  # sum | mean of the router losses over MoE layers
   # auto (per platform) | reference | einsum | ragged | grouped | pallas |
   # pallas_mosaic_gpu (models/dispatch.py)
@@ -122,14 +124,13 @@ class ModelConfig:
     """
     model_kw = _group_kwargs(config.model, cls, 'model', skip=('moe',))
     moe_kw = _group_kwargs(config.moe, MoEConfig, 'moe')
-    if model_kw.get('vocab_size', 0) == 0 and vocab_size is not None:
+    if model_kw['vocab_size'] == 0 and vocab_size is not None:
       model_kw['vocab_size'] = int(vocab_size)
-    if moe_kw.get('d_ff', 0) == 0:
-      moe_kw['d_ff'] = model_kw.get('d_ff', cls.d_ff)
-    d_model = model_kw.get('d_model', cls.d_model)
-    if moe_kw.get('router_init_std', 0.0) == 0.0 and d_model > 0:
+    if moe_kw['d_ff'] == 0:
+      moe_kw['d_ff'] = model_kw['d_ff']
+    if moe_kw['router_init_std'] == 0.0 and model_kw['d_model'] > 0:
       # Seed 002 appendix A.6: router weights ~ N(0, 2 / (5 d_model)).
-      moe_kw['router_init_std'] = math.sqrt(2.0 / (5.0 * d_model))
+      moe_kw['router_init_std'] = math.sqrt(2.0 / (5.0 * model_kw['d_model']))
     cfg = cls(moe=MoEConfig(**moe_kw), **model_kw)
     cfg.validate()
     return cfg
@@ -141,10 +142,10 @@ class ModelConfig:
     from moe_jax.kernels import attention_cudnn  # pylint: disable=g-import-not-at-top
     from moe_jax.models import dispatch, routers  # pylint: disable=g-import-not-at-top
     for group, cfg in (('model', self), ('moe', self.moe)):   # nan passes every comparison
-      for field in dataclasses.fields(cfg):
-        value = getattr(cfg, field.name)
+      for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
         if isinstance(value, float) and not math.isfinite(value):
-          raise ConfigError(f'{group}.{field.name}={value} must be a finite number')
+          raise ConfigError(f'{group}.{f.name}={value} must be a finite number')
     for key in ('vocab_size', 'd_model', 'num_layers', 'num_heads', 'num_kv_heads',
                 'head_dim', 'd_ff'):
       if getattr(self, key) <= 0:
@@ -220,22 +221,16 @@ class ModelConfig:
       raise ConfigError(f'moe.router_init_std={m.router_init_std} must be positive (0 means the default)')
 
 
-def defaults(cls):
-  """{key: default} of a config dataclass in field order, without nested
-  groups: what configs/common.py's `model()` and `moe()` start from."""
-  return {f.name: f.default for f in dataclasses.fields(cls)
-          if not dataclasses.is_dataclass(f.default)}
-
-
 def _check_choice(key, value, choices):
   if value not in choices:
     raise ConfigError(f'{key}={value!r} is not one of {choices}')
 
 
 def _group_kwargs(group, cls, name, skip=()):
-  """The group as keyword arguments; a key the dataclass lacks is an error."""
+  """The group as keyword arguments over the dataclass's defaults (a group
+  built by hand may name only some keys); a key the dataclass lacks is an error."""
   fields = {f.name for f in dataclasses.fields(cls)} - set(skip)
-  out = {}
+  out = config_group.defaults(cls)
   for key, value in group.items():
     if key not in fields:
       raise ConfigError(f'{name}.{key} is not a known key (known: {sorted(fields)})')

@@ -62,7 +62,7 @@ def steps(config, cfg, rows_per_device, platform):
   an extra pass: with the count pass the MoE steps measured ran 0.79-1.10x
   as fast in microbatches (the same section).
   """
-  n = config.get('grad_accum_steps', 1)
+  n = config.grad_accum_steps
   if n or platform != 'cpu' or not _same_step_without_extra_pass(cfg):
     return max(n, 1)
   fits = [d for d in range(1, rows_per_device + 1) if rows_per_device % d == 0 and (

@@ -131,7 +131,7 @@ def report(config, batch_per_device=None, device_memory=None):
   out = dict(measure(config, mesh, batch_per_device), devices=mesh.size, batch_shards=shards,
              backend=jax.default_backend(), seq_len=config.seq_len,
              remat=config.model.remat,
-             loss_chunk=config.model.loss_chunk, mu_dtype=config.opt.get('mu_dtype', ''),
+             loss_chunk=config.model.loss_chunk, mu_dtype=config.opt.mu_dtype,
              xla_flags=os.environ.get('XLA_FLAGS', ''))
   if device_memory is not None:
     # The same microbatch count at 2b: auto's count grows with the batch,

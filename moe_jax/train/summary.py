@@ -17,7 +17,7 @@ def _model(summary):
 
 def _accum(config, accum):
   """'grad_accum_steps N', saying where 'auto' (0) chose N."""
-  if config.get('grad_accum_steps', 1):
+  if config.grad_accum_steps:
     return f'grad_accum_steps {accum}'
   return f'grad_accum_steps auto: {accum} microbatches (CPU, cache-sized)'
 
@@ -28,8 +28,8 @@ def _memory(config, kinds, accum):
   model = config.model
   parts = ([f'remat {model.remat}'] if model.remat != 'none' else []) + (
       [_accum(config, accum)] if accum > 1 else []) + (
-      [f'loss_chunk {model.loss_chunk}'] if model.get('loss_chunk', 0) else []) + (
-      ['scan_layers'] if model.get('scan_layers', False) else [])
+      [f'loss_chunk {model.loss_chunk}'] if model.loss_chunk else []) + (
+      ['scan_layers'] if model.scan_layers else [])
   note = xla_flags.describe(model.remat) if 'cpu' in kinds else ''
   return ', '.join(parts) + (f'; {note}' if note else '')
 
@@ -57,7 +57,7 @@ def start_lines(config, run_info, mesh, workdir, start, grad_accum_steps=None):
               ' (expert-parallel all-to-all)' if expert_parallel else '')
           if config.moe.num_experts else ''),
   ]
-  memory = _memory(config, kinds, grad_accum_steps or config.get('grad_accum_steps', 1))
+  memory = _memory(config, kinds, grad_accum_steps or config.grad_accum_steps or 1)
   if memory:
     lines.append(f'memory   {memory}')
   lines += [

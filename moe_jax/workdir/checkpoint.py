@@ -174,7 +174,8 @@ class Manager:
   def restore(self, step, abstract_params, abstract_opt_state=None):
     """Returns dict(params, opt_state or None, data or None, meta), verified
     against the digests in meta: a CorruptCheckpointError names the step and
-    the first damaged item otherwise."""
+    the first damaged item otherwise. The config in meta is upgraded
+    (files.upgrade) like config.json."""
     where = f'checkpoint {self.directory}/{step}'
     present = self.items(step)
     missing = [name for name in ('params', 'meta') if name not in present]
@@ -195,6 +196,8 @@ class Manager:
     out = {name: out[name] if name in items else None
            for name in ('params', 'opt_state', 'data', 'meta')}
     _verify(where, out)
+    if isinstance(out['meta'].get('config'), dict):   # the config it was saved under
+      files.upgrade(out['meta']['config'])
     return out
 
   def wait(self):

@@ -10,17 +10,17 @@ and reads the trainer's metrics.jsonl (`metrics`).
 Writes are atomic (moe_jax/atomic.py): a reader sees the old file or the new
 one, never a torn one, whenever the writer is killed.
 """
+import copy
 import json
 import os
 
 import ml_collections
 
+from moe_jax import json_file
 from moe_jax.atomic import write_text
 from moe_jax.data import sources
 from moe_jax.errors import ConfigError
 from moe_jax.json_file import read_json  # pylint: disable=unused-import (files.read_json)
-from moe_jax.json_file import read_config as read_config_record
-from moe_jax.models import config as model_config
 
 CONFIG = 'config.json'
 RUN = 'run.json'
@@ -79,8 +79,57 @@ def last_val_loss(workdir, first, last):
   return found[-1] if found else (None, None)
 
 
+# Keys added after runs were written, each with the value those runs ran with
+# (git log -S on configs/common.py and models/config.py; the trainer first ran
+# at 7520b85, when every key before these was in place). A config read from
+# disk is upgraded once, where it is read: config.json (`read_config_record`)
+# and a checkpoint's meta (checkpoint.Manager.restore).
+ADDED = {
+    # 3486b55: the in-run transition; no run before it grew in-run.
+    'upcycle.factor': 2, 'upcycle.report_batches': 4, 'upcycle.seed': 0, 'upcycle.source': '',
+    'upcycle.target': {}, 'upcycle.utility_batches': 8, 'upcycle.utility_metric': 'grad_norm',
+    'mesh.num_devices': 0,                                      # f563b3b: every device
+    'model.qk_norm': False, 'model.qkv_bias': False, 'model.rope_scaling': 'none',  # 81ac58c
+    'model.rope_factor': 8.0, 'model.rope_low_freq_factor': 1.0,
+    'model.rope_high_freq_factor': 4.0, 'model.rope_original_max_len': 8192,
+    'model.max_position_embeddings': 0,
+    'data.encoding': '',                                        # 6aedcec
+    'phases.fractions': [], 'phases.lr': [], 'phases.balance': [], 'phases.z_loss': [],  # d317086
+    'model.norm_position': 'pre',                               # b4599c7
+    'data.chat_template': 'model',                              # 4986e54: the sft source
+    'mesh.coordinator_address': '', 'mesh.num_processes': 0, 'mesh.process_id': -1,  # 31e30d6
+    'data.path': '',                                            # b552563: the prepared source
+    # edc4fca: one batch a step, no chunks, no remat, Adam's moment as the params.
+    'grad_accum_steps': 1, 'model.loss_chunk': 0, 'model.remat': 'none', 'opt.mu_dtype': '',
+    'model.attention': 'reference',                             # 9b88ab5: whole-array attention
+    'model.scan_layers': False,                                 # 65811f0
+    'moe.router_loss_reduction': 'sum',                         # 21b6cc9
+    'upcycle.split_bias': False,                                # a9e83fc
+    'data.part': '', 'data.cpt_fraction': 0.5,                  # 802a292: every document
+    'opt.router_lr_multiplier': 1.0,                            # 890832d
+    'model.cross_entropy': 'reference',                         # ce36b46
+}
+
+
+def upgrade(record):
+  """`record`, a config as a dict, with each key of ADDED it lacks set to
+  the value runs had before the key existed (in place; returned)."""
+  for dotted, value in ADDED.items():
+    *groups, key = dotted.split('.')
+    node = record
+    for group in groups:
+      node = node.setdefault(group, {})
+    node.setdefault(key, copy.deepcopy(value))
+  return record
+
+
+def read_config_record(path):
+  """A run's config.json as a dict (json_file.read_config), upgraded."""
+  return upgrade(json_file.read_config(path))
+
+
 def read_config(workdir):
-  """The ConfigDict saved in `workdir`/config.json."""
+  """The ConfigDict saved in `workdir`/config.json, upgraded."""
   return ml_collections.ConfigDict(read_config_record(os.path.join(workdir, CONFIG)))
 
 
@@ -96,9 +145,6 @@ SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.nu
               'model.qk_norm', 'model.qkv_bias', 'model.norm_position', 'moe.num_experts',
               'moe.d_ff', 'moe.num_shared_experts', 'moe.every', 'moe.first_dense', 'moe.router',
               'moe.use_bias', 'upcycle.step', 'upcycle.recipe', 'upcycle.factor')
-_MODEL_DEFAULTS = model_config.defaults(model_config.ModelConfig)
-# Keys added after runs were written, and the value those runs had.
-_ADDED = {'data.encoding': '', 'data.part': '', 'data.cpt_fraction': 0.5}
 
 
 def get(config, dotted):
@@ -106,17 +152,6 @@ def get(config, dotted):
   value = config
   for part in dotted.split('.'):
     value = value.get(part) if value is not None else None
-  return value
-
-
-def _saved(saved, dotted):
-  """A key of a config; one written before the key existed had its default."""
-  value = get(saved, dotted)
-  group, key = dotted.partition('.')[::2]
-  if value is None and group == 'model' and key in _MODEL_DEFAULTS:
-    return _MODEL_DEFAULTS[key]
-  if value is None and dotted in _ADDED:
-    return _ADDED[dotted]
   return value
 
 
@@ -133,10 +168,11 @@ def _trained_on_a_stream(workdir):
 
 def diffs(saved, config, keys=None):
   """'key: workdir X vs requested Y' for each of `keys` that differs (default:
-  the keys that fix either config's data stream, data/sources.py)."""
+  the keys that fix either config's data stream, data/sources.py); `saved`
+  as read from disk (upgraded)."""
   keys = keys or sources.stream_keys(saved, config)
-  return [f'{k}: workdir {_saved(saved, k)!r} vs requested {_saved(config, k)!r}'
-          for k in keys if _saved(saved, k) != _saved(config, k)]
+  return [f'{k}: workdir {get(saved, k)!r} vs requested {get(config, k)!r}'
+          for k in keys if get(saved, k) != get(config, k)]
 
 
 def check_compatible(config, workdir):

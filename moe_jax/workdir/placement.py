@@ -38,7 +38,7 @@ def process_count(mesh_cfg):
   if jax.distributed.is_initialized():
     return jax.process_count()
   env = _launcher_env()
-  return max(mesh_cfg.get('num_processes', 0) or (env[1] if env else 0), 1)
+  return max(mesh_cfg.num_processes or (env[1] if env else 0), 1)
 
 
 def initialize(mesh_cfg):
@@ -55,13 +55,13 @@ def initialize(mesh_cfg):
   coordinator listens at the address (coordinator.check: a one-line error
   within coordinator.ANSWER_S seconds where another program does).
   """
-  address = mesh_cfg.get('coordinator_address', '')
-  count, index = mesh_cfg.get('num_processes', 0), mesh_cfg.get('process_id', -1)
+  address = mesh_cfg.coordinator_address
+  count, index = mesh_cfg.num_processes, mesh_cfg.process_id
   env = _launcher_env()
   if not address and count == 0 and index == -1 and env:
     address, count, index = env
   explicit = bool(address) or count != 0 or index != -1
-  if not (explicit or mesh_cfg.get('distributed', False)):
+  if not (explicit or mesh_cfg.distributed):
     return
   if explicit and not (address and count >= 1 and 0 <= index < count):
     raise ConfigError(f'mesh.coordinator_address={address!r}, mesh.num_processes={count}, '
@@ -93,7 +93,7 @@ def make_mesh(mesh_cfg):
   baseline, a scaling benchmark, resuming on a smaller mesh); a multi-process
   mesh must span every process, so there it has to be all of them.
   """
-  devices, n = jax.devices(), int(mesh_cfg.get('num_devices', 0))
+  devices, n = jax.devices(), int(mesh_cfg.num_devices)
   if n < 0 or n > len(devices):
     raise ConfigError(f'mesh.num_devices={n} must be between 0 and the {len(devices)} devices')
   if n and n != len(devices) and jax.process_count() > 1:

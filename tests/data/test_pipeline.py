@@ -208,9 +208,10 @@ def test_default_part_reads_every_training_document_as_before(config):
   docs = sources.get('text_files').documents(config.data)
   want, _ = corpus.split(docs, config.data.val_fraction, config.data.split_seed)
   assert pipeline.documents(config, 'train') == want
-  # A run saved before data.part existed resumes on the same stream.
+  # A run saved before data.part existed resumes on the same stream (read upgraded).
   old = json.loads(config.to_json())
   del old['data']['part'], old['data']['cpt_fraction']
+  old = files.upgrade(old)
   assert files.diffs(old, config) == []
   assert files.diffs(old, _with(config, part='cpt'))   # another part is another stream
 

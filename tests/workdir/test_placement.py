@@ -3,6 +3,7 @@
 initialize, a bad value a one-line ConfigError naming the variable."""
 import pytest
 
+from configs import common
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import placement
 
@@ -19,10 +20,12 @@ def env(monkeypatch):
 
 
 def test_process_count_from_the_launcher(env):
-  assert placement.process_count({}) == 1
+  assert placement.process_count(common.mesh()) == 1
   env()
-  assert placement.process_count({}) == 2
-  assert placement.process_count({'num_processes': 4}) == 4   # the config names it
+  assert placement.process_count(common.mesh()) == 2
+  mesh = common.mesh()
+  mesh.num_processes = 4
+  assert placement.process_count(mesh) == 4   # the config names it
 
 
 @pytest.mark.parametrize('name, count, index', [
@@ -30,11 +33,11 @@ def test_process_count_from_the_launcher(env):
 def test_a_bad_variable_is_named(env, name, count, index):
   env(count=count, index=index)
   with pytest.raises(ConfigError, match=f'^{name}=.* must be an integer$'):
-    placement.process_count({})
+    placement.process_count(common.mesh())
 
 
 def test_initialize_checks_the_launcher_values_before_joining(env):
   env(count='2', index='5')
   with pytest.raises(ConfigError, match=r"coordinator_address='localhost:1234', "
                      r'mesh.num_processes=2, mesh.process_id=5'):
-    placement.initialize({})
+    placement.initialize(common.mesh())

@@ -1,0 +1,41 @@
+"""A config.json written before a key existed reads with the value its run
+had, once, where it is read: new configs keep the key's own default."""
+import json
+
+from configs import common
+from moe_jax.workdir import files, saved_config
+
+
+def _old_workdir(tmp_path, *dropped):
+  """A workdir whose config.json lacks the dotted keys `dropped`."""
+  record = json.loads(common.base().to_json())
+  for dotted in dropped:
+    *groups, key = dotted.split('.')
+    node = record
+    for group in groups:
+      node = node[group]
+    del node[key]
+  files.write_json(str(tmp_path / files.CONFIG), record)
+  return str(tmp_path)
+
+
+def test_grad_accum_steps_of_an_old_run_is_one(tmp_path):
+  """Runs before grad_accum_steps ran one batch a step; new ones default to 0 (auto)."""
+  workdir = _old_workdir(tmp_path, 'grad_accum_steps', 'opt.mu_dtype', 'model.attention')
+  for config in (files.read_config(workdir), saved_config.load(workdir)):
+    assert config.grad_accum_steps == 1
+    assert (config.opt.mu_dtype, config.model.attention) == ('', 'reference')
+  assert common.base().grad_accum_steps == 0
+  # The upgraded key takes an override like any saved one.
+  assert saved_config.load(workdir, ['--config.grad_accum_steps=2']).grad_accum_steps == 2
+
+
+def test_a_run_from_before_the_phases_group_gets_one(tmp_path):
+  workdir = _old_workdir(tmp_path, 'phases')
+  assert files.read_config(workdir).phases.fractions == []
+
+
+def test_every_added_key_is_a_key_and_a_full_config_is_left_alone():
+  config = json.loads(common.base().to_json())
+  assert [k for k in files.ADDED if files.get(config, k) is None] == []
+  assert files.upgrade(json.loads(common.base().to_json())) == config
