@@ -226,8 +226,6 @@ def train_and_evaluate(config, workdir, stop_at=None):
   program = program_lib.build(config, mesh)
   tau = config.upcycle.step
   dst_config = transition.target_config(config) if tau else None
-  if tau >= config.total_steps:
-    raise ConfigError(f'upcycle.step={tau} must be below total_steps={config.total_steps}')
 
   run_info = run_record.build(config, dst_config, _source(config, workdir), jax.device_count())
   train_it = pipeline.train_iterator(config, tokenizer)

@@ -18,9 +18,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from moe_jax import config_group
 from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config, losses, transformer
-from moe_jax.upcycle import forward, mapping, recipes
+from moe_jax.upcycle import config as upcycle_config, forward, mapping, recipes
 from moe_jax.workdir import lineage
 
 # Group keys a recipe with an arg of that name takes unless its args set it:
@@ -68,11 +69,7 @@ def target_config(config, num_sources=1):
         f'upcycle.recipe={up.recipe} grows several sources (python -m moe_jax.upcycle '
         '--src=A,B[,...])' if spec.sources == 'several' else
         f'upcycle.recipe={up.recipe} grows one source; got {num_sources}')
-  if int(up.factor) != up.factor or up.factor < 2:
-    raise ConfigError(f'upcycle.factor={up.factor} must be an integer >= 2')
-  for key in ('report_batches', 'utility_batches', 'seed'):
-    if not isinstance(up[key], int) or up[key] < 0:
-      raise ConfigError(f'upcycle.{key}={up[key]!r} must be a non-negative integer')
+  config_group.check('upcycle', up, upcycle_config.UpcycleConfig)
   args = _args(up, num_sources)
   for key, value in args.items():
     if isinstance(value, float) and not math.isfinite(value):
