@@ -110,7 +110,7 @@ def grow(config, dst_config, inputs, report_batches=None, out_shardings=None):
   up = config.upcycle
   spec = recipes.get(up.recipe)
   args = _args(up, len(inputs))
-  want = spec.batches({**spec.defaults, **args})
+  want = batches_needed(config, len(inputs))
   for i, source in enumerate(inputs):
     if len(source.batches) != want:
       raise ValueError(f'source {i} brought {len(source.batches)} training batches; '
