@@ -103,14 +103,15 @@ def extrapolation(csv_path, longer_paths, n_boot=grid_report.N_BOOT):
   grid = _load(csv_path)
   longer = [_load(p) for p in longer_paths]
   names = [_short(p) for p in (csv_path, *longer_paths)]
-  stages = []
+  stages = {}   # by the tables fitted on, joined by '+'
   for i in range(len(longer)):
     train, _ = fits.union([grid] + longer[:i])
     rest, _ = fits.union(longer[i:])
     laws, by_size = fits.fit_on(train)
-    stages.append(dict(fitted_on=names[:i + 1], n=len(train['loss']), laws=laws,
-                       dataset_forms={str(k): v for k, v in by_size.items()},
-                       **fits.extrapolate(train, rest, laws, by_size)))
+    stages['+'.join(names[:i + 1])] = dict(
+        fitted_on=names[:i + 1], n=len(train['loss']), laws=laws,
+        dataset_forms={str(k): v for k, v in by_size.items()},
+        **fits.extrapolate(train, rest, laws, by_size))
   every, merged = fits.union([grid] + longer)
   rows = [dict(zip(fits.KEY, fits.run_key(every, i)), loss=float(every['loss'][i]))
           for i in range(len(every['loss']))]
@@ -126,7 +127,8 @@ def _cell(summary, law):
 
 def extrapolation_text(res):
   """The markdown of a results dict of `extrapolation`."""
-  stages, first = res['stages'], res['stages'][0]
+  stages = list(res['stages'].values())
+  first = stages[0]
   beyond = [r['beyond'] for r in first['rows'] if r['beyond'] is not None]
   out = [f"Seed 002 Fig. 6's test: the laws fitted on {first['fitted_on'][0]} ({first['n']} runs) "
          f'predict the {len(first["rows"])} runs of {", ".join(res["longer"])} it does not hold '
@@ -138,18 +140,18 @@ def extrapolation_text(res):
           + [f'{SEED_FIG6_RMS} (RMS)' if law == 'upcycled' else '']
           for law, name in LAW_NAMES.items()]
   out += [report.markdown(head + ['seed 002 (Fig. 6)'], body), '']
-  forms_ = list(fits.DATASET_FORMS)
+  table1 = list(fits.DATASET_FORMS)
   body = []
   for r in first['rows']:
     p, law = r['predicted'], r['predicted'].get(r['kind'])
     err = lambda x: '-' if x is None else f'{x - r["loss"]:+.4f}'
     body.append([r['kind'], f'{r["N1"]:.0f}', f'{r["D1"]:.0f}', f'{r["D2"]:.0f}',
                  '-' if r['beyond'] is None else f'{r["beyond"]:.3g}', f'{r["loss"]:.4f}',
-                 '-' if law is None else f'{law:.4f}', err(law)] + [err(p.get(f)) for f in forms_])
+                 '-' if law is None else f'{law:.4f}', err(law)] + [err(p.get(f)) for f in table1])
   out += [f'Per run, fitted on {first["fitted_on"][0]}: measured, the Table 2 law of its kind '
           "(predicted, error) and the error of each Table 1 form fitted at its N1", '',
           report.markdown(['kind', 'N1', 'D1', 'D2', "x the fit's longest", 'measured',
-                           'Table 2 law', 'error'] + forms_, body), '']
+                           'Table 2 law', 'error'] + table1, body), '']
   u = res['union']
   spread = max((max(m['losses']) - min(m['losses']) for m in u['merged']), default=0.0)
   out += [f'The union of {", ".join([res["source"]] + res["longer"])}: {len(u["rows"])} runs '
