@@ -125,17 +125,23 @@ def _cell(summary, law):
   return '-' if s is None else f'{s["rms"]:.4f} / {s["max"]:.4f} ({s["n"]})'
 
 
+def _beyond(stage):
+  x = [r['beyond'] for r in stage['rows'] if r['beyond'] is not None]
+  if not x:
+    return '-'
+  return f'{min(x):.3g}x' if min(x) == max(x) else f'{min(x):.3g}x to {max(x):.3g}x'
+
+
 def extrapolation_text(res):
   """The markdown of a results dict of `extrapolation`."""
   stages = list(res['stages'].values())
   first = stages[0]
-  beyond = [r['beyond'] for r in first['rows'] if r['beyond'] is not None]
-  out = [f"Seed 002 Fig. 6's test: the laws fitted on {first['fitted_on'][0]} ({first['n']} runs) "
-         f'predict the {len(first["rows"])} runs of {", ".join(res["longer"])} it does not hold '
-         f"({min(beyond):.2g} to {max(beyond):.3g} times the fit's longest D1 or D2 of their "
-         'kind); then the fits on the grid and the first longer tables predict the tables after. '
-         'RMS / largest |predicted - measured| (runs predicted), nats', '']
-  head = ['law'] + [f'fit: {" + ".join(s["fitted_on"])} ({s["n"]} runs)' for s in stages]
+  out = [f"Seed 002 Fig. 6's test: the laws fitted on {first['fitted_on'][0]} predict the runs of "
+         f'{", ".join(res["longer"])} it does not hold; then the fits on it and the first longer '
+         'tables predict the tables after. RMS / largest |predicted - measured| (runs predicted), '
+         "nats. How far beyond: a run's D1 (or D2) over the longest of its kind in the fit", '']
+  head = ['law'] + [f'fit: {" + ".join(s["fitted_on"])} ({s["n"]} runs), predicting '
+                    f'{_beyond(s)} beyond' for s in stages]
   body = [[name] + [_cell(s['summary'], law) for s in stages]
           + [f'{SEED_FIG6_RMS} (RMS)' if law == 'upcycled' else '']
           for law, name in LAW_NAMES.items()]
