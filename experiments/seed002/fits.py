@@ -147,9 +147,9 @@ def union(tables):
   and [dict(kind, N1, D1, D2, losses)] of those merged (a run of one table
   rerun in another)."""
   groups = {}
-  for cols in tables:
-    for i in range(len(cols['loss'])):
-      groups.setdefault(run_key(cols, i), []).append(float(cols['loss'][i]))
+  for part in tables:
+    for i in range(len(part['loss'])):
+      groups.setdefault(run_key(part, i), []).append(float(part['loss'][i]))
   cols = table.from_rows([dict(zip(KEY, k), loss=float(np.mean(v))) for k, v in groups.items()])
   return cols, [dict(zip(KEY, k), losses=v) for k, v in groups.items() if len(v) > 1]
 
@@ -182,9 +182,8 @@ def extrapolate(train, test, laws, by_size):
       continue
     ran = rows(train, kind)
     at = {'N1': np.array([n1]), 'D1': np.array([d1]), 'D2': np.array([d2])}
-    beyond = d1 / ran['D1'].max() if len(ran['D1']) else None
-    if kind == 'upcycled' and beyond is not None:
-      beyond = max(beyond, d2 / ran['D2'].max())
+    axes = ('D1', 'D2') if kind == 'upcycled' else ('D1',)
+    beyond = float(max(at[k][0] / ran[k].max() for k in axes)) if len(ran['loss']) else None
     candidates = {kind: (dict(LAWS)[kind], laws.get(kind))}
     if kind == 'upcycled':
       candidates.update({f: (f, p) for f, p in by_size.get(n1, {}).items()})
