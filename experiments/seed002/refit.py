@@ -32,7 +32,7 @@ import numpy as np
 
 from experiments import provenance, report, stats
 from experiments.seed002 import fits
-from experiments.seed002 import report as grid_report
+from experiments.seed002 import report as seed002_report
 from moe_jax import cli
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import exponents, fit as fit_lib, forms, optimal, presets, table
@@ -97,7 +97,7 @@ def _short(path):
   return os.path.basename(path).replace('_runs.csv', '').replace('.csv', '')
 
 
-def extrapolation(csv_path, longer_paths, n_boot=grid_report.N_BOOT):
+def extrapolation(csv_path, longer_paths, n_boot=seed002_report.N_BOOT):
   """The results dict of Fig. 6's test: the runs table `csv_path` (the grid)
   and `longer_paths`, tables of longer runs, oldest first."""
   grid = _load(csv_path)
@@ -117,7 +117,7 @@ def extrapolation(csv_path, longer_paths, n_boot=grid_report.N_BOOT):
           for i in range(len(every['loss']))]
   return dict(source=names[0], longer=names[1:], stages=stages,
               union=dict(rows=rows, merged=merged, n_boot=n_boot,
-                         fitted=grid_report.fitted(every, n_boot)))
+                         fitted=seed002_report.fitted(every, n_boot)))
 
 
 def _cell(summary, law):
@@ -165,7 +165,7 @@ def extrapolation_text(res):
           f'{spread:.4f} nats), fitted as the grid report fits ({u["n_boot"]} bootstrap '
           'resamples)', '']
   cols = table.from_rows(u['rows'])
-  for title, md in grid_report.fit_sections(cols, u['fitted']):
+  for title, md in seed002_report.fit_sections(cols, u['fitted']):
     out += [f'Union: {title}', '', md, '']
   return '\n'.join(out).rstrip() + '\n'
 

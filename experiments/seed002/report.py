@@ -394,7 +394,7 @@ def _from_file(path):
   study = extra.get('study')
   if study not in STUDIES:
     raise ConfigError(f'--results={path}: its study {study!r} is not one of {tuple(STUDIES)}')
-  # A grid's results file keeps its fits (`grid_fits` says why); an older one is refitted.
+  # A grid's results file keeps its fits (`fitted` says why); an older one is refitted.
   fitted = {'fitted': extra['fitted']} if 'fitted' in extra else {}
   return study, {r['name']: r for r in runs}, extra.get('collected'), extra.get('arg'), fitted
 
