@@ -11,7 +11,7 @@ with its reason instead of a number.
 import numpy as np
 
 from moe_jax.errors import ConfigError
-from moe_jax.scaling_laws import dstar, fit, forms, presets
+from moe_jax.scaling_laws import dstar, fit, forms, presets, table
 
 DATASET_FORMS = ('mul', 'mul_no_interaction', 'add', 'add_no_interaction')
 # Table 1, the (n_expert, n_TopK) = (8, 2) column: leave-one-out RMS (nats).
@@ -49,15 +49,15 @@ def _fit(form_name, cols, fixed=None, loo=True, n_boot=0, seed=0):
   return out
 
 
-def dataset_forms(cols):
+def dataset_forms(cols, loo=True):
   """{N1: {form: fit}}: eqs. 8 and 9, with and without the interaction term,
   on the upcycled runs of each dense size (seed 002 Table 1)."""
   up = rows(cols, 'upcycled')
-  return {float(n1): {name: _fit(name, rows(up, n1=n1)) for name in DATASET_FORMS}
+  return {float(n1): {name: _fit(name, rows(up, n1=n1), loo=loo) for name in DATASET_FORMS}
           for n1 in np.unique(up['N1'])}
 
 
-def joint_laws(cols, n_boot=200, seed=0):
+def joint_laws(cols, n_boot=200, seed=0, loo=True):
   """Table 2 of our runs: {'E': fit of the shared E, 'dense' | 'moe' |
   'upcycled': fit with that E fixed} (eq. 3, eq. 3, eq. 12)."""
   both = {k: v[np.isin(cols['kind'], ('dense', 'moe'))] for k, v in cols.items()}
@@ -66,7 +66,8 @@ def joint_laws(cols, n_boot=200, seed=0):
     return out
   e = out['E']['params']['E']
   for kind, form in LAWS:
-    out[kind] = _fit(form, rows(cols, kind), fixed={'E': e}, n_boot=n_boot, seed=seed)
+    out[kind] = _fit(form, rows(cols, kind), fixed={'E': e}, loo=loo, n_boot=n_boot,
+                     seed=seed)
   return out
 
 
@@ -131,3 +132,67 @@ def diagonal(cols):
 def exponent_at(params, d1):
   """The upcycled law's effective D2 exponent alpha2 - alpha3 log D1 (sec. 4.1.1)."""
   return params['alpha2'] - params['alpha3'] * np.log(d1)
+
+
+KEY = ('kind', 'N1', 'D1', 'D2')   # what makes two rows the same run
+
+
+def run_key(cols, i):
+  return (str(cols['kind'][i]),) + tuple(float(cols[k][i]) for k in KEY[1:])
+
+
+def union(tables):
+  """(cols, merged): the rows of `tables` (column dicts) as one table, one
+  row per (kind, N1, D1, D2) with the mean loss of the rows that share it,
+  and [dict(kind, N1, D1, D2, losses)] of those merged (a run of one table
+  rerun in another)."""
+  groups = {}
+  for part in tables:
+    for i in range(len(part['loss'])):
+      groups.setdefault(run_key(part, i), []).append(float(part['loss'][i]))
+  cols = table.from_rows([dict(zip(KEY, k), loss=float(np.mean(v))) for k, v in groups.items()])
+  return cols, [dict(zip(KEY, k), losses=v) for k, v in groups.items() if len(v) > 1]
+
+
+def fit_on(train):
+  """({kind: params} of Table 2's laws, {N1: {form: params}} of Table 1's
+  forms) fitted on `train` as the docs fit them (no leave-one-out); a fit
+  the rows cannot support is left out."""
+  laws = joint_laws(train, n_boot=0, loo=False)
+  by_size = dataset_forms(train, loo=False)
+  return ({k: laws[k]['params'] for k, _ in LAWS if 'params' in laws.get(k, {})},
+          {n1: {f: v['params'] for f, v in per.items() if 'params' in v}
+           for n1, per in by_size.items()})
+
+
+def extrapolate(train, test, laws, by_size):
+  """Seed 002 Fig. 6's test: each row of `test` that `train` does not hold,
+  against the Table 2 law of its kind (`laws`, fitted on `train`) and, for
+  an upcycled row, each Table 1 form fitted at its N1 (`by_size`).
+
+  dict(rows=[dict(kind, N1, D1, D2, loss, beyond, predicted={law: loss})],
+  summary={law: dict(n, rms, max)}), errors predicted - measured in nats,
+  max the largest |error|, `beyond` the largest of D1 / (the longest D1 of
+  its kind in `train`) and, upcycled, D2 / (the longest D2)."""
+  seen = {run_key(train, i) for i in range(len(train['loss']))}
+  out, errors = [], {}
+  for i in range(len(test['loss'])):
+    kind, n1, d1, d2 = key = run_key(test, i)
+    if key in seen:
+      continue
+    ran = rows(train, kind)
+    at = {'N1': np.array([n1]), 'D1': np.array([d1]), 'D2': np.array([d2])}
+    axes = ('D1', 'D2') if kind == 'upcycled' else ('D1',)
+    beyond = float(max(at[k][0] / ran[k].max() for k in axes)) if len(ran['loss']) else None
+    candidates = {kind: (dict(LAWS)[kind], laws.get(kind))}
+    if kind == 'upcycled':
+      candidates.update({f: (f, p) for f, p in by_size.get(n1, {}).items()})
+    predicted = {law: float(forms.predict(forms.get(form), p, at)[0])
+                 for law, (form, p) in candidates.items() if p is not None}
+    loss = float(test['loss'][i])
+    for law, p in predicted.items():
+      errors.setdefault(law, []).append(p - loss)
+    out.append(dict(zip(KEY, key), loss=loss, beyond=beyond, predicted=predicted))
+  summary = {law: dict(n=len(e), rms=float(np.sqrt(np.mean(np.square(e)))),
+                       max=float(np.max(np.abs(e)))) for law, e in errors.items()}
+  return dict(rows=sorted(out, key=lambda r: tuple(r[k] for k in KEY)), summary=summary)

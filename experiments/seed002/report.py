@@ -238,8 +238,14 @@ def _baseline_plot(cols, laws, path):
 
 
 def grid_fits(rows, arg):
-  """The grid's fits, JSON-ready: dataset forms per N1, the joint laws with
-  their bootstrap, D*, its bootstrap and its floors.
+  """The grid's fits (`fitted`) of its collected rows; `:small` draws 20
+  bootstrap resamples, not N_BOOT."""
+  return fitted(table.from_rows(rows), n_boot=20 if grid.parse(arg).small else N_BOOT)
+
+
+def fitted(cols, n_boot=N_BOOT):
+  """The fits of a runs table, JSON-ready: dataset forms per N1, the joint
+  laws with their bootstrap, D*, its bootstrap and its floors.
 
   The fits are seeded, so one machine refits the same; another CPU need not:
   BFGS walks the flat valley between a law's floor E and its scale, and
@@ -247,9 +253,8 @@ def grid_fits(rows, arg):
   it elsewhere (the extension's dense B, beta and E moved by 12 % between two
   machines of the same kind). So the results file keeps them, and a rebuild
   renders what was fitted."""
-  cols = table.from_rows(rows)
   by_size = fits.dataset_forms(cols)
-  laws = fits.joint_laws(cols, n_boot=20 if grid.parse(arg).small else N_BOOT)
+  laws = fits.joint_laws(cols, n_boot=n_boot)
   n1s = np.unique(fits.rows(cols, 'upcycled')['N1'])
   crossings = fits.dstar_at(laws, n1s)
   boot = fits.dstar_bootstrap(laws, n1s)
@@ -266,23 +271,17 @@ def _float_keys(by):
   return {float(k): v for k, v in by.items()}
 
 
-def grid_report(runs, rows, arg, plot_dir, fitted=None):
-  """(sections, plots, fits) of the grid from its collected rows and, when
-  given, the fits `grid_fits` made of them (else fitted here)."""
-  del runs   # the fits read the collected rows
-  cols = table.from_rows(rows)
-  fitted = fitted or grid_fits(rows, arg)
+def fit_sections(cols, fitted):
+  """(title, markdown) of what the fits of `cols` say: the claims on D*,
+  Table 1's forms, Table 2's laws, D* and D* at fixed floors."""
   by_size, laws = _float_keys(fitted['dataset_forms']), fitted['joint']
   crossings = _float_keys(fitted['dstar'])
   boot = fitted['dstar_bootstrap'] and dict(fitted['dstar_bootstrap'],
                                             by_n1=_float_keys(fitted['dstar_bootstrap']['by_n1']))
   floors = {float(e): _float_keys(by) for e, by in fitted['dstar_floors'].items()}
-  pngs = [_grid_plot(cols, laws, by_size, os.path.join(plot_dir, 'seed002_grid.png')),
-          _baseline_plot(cols, laws, os.path.join(plot_dir, 'seed002_baselines.png'))]
-  sections = [
+  return [
       ('Claims on D* (eq. 13; 95% bootstrap intervals over the fits)',
        _claims_md(cols, crossings, boot)),
-      ('Runs (collected: runs.jsonl)', _grid_runs_md(cols)),
       ('Dataset-size forms per dense size, leave-one-out RMS (seed 002 Table 1)',
        _table1_md(by_size)),
       ('Joint laws, E shared (seed 002 Table 2); 95% bootstrap intervals in brackets',
@@ -290,8 +289,22 @@ def grid_report(runs, rows, arg, plot_dir, fitted=None):
       ('D*: where training a MoE from scratch starts to beat upcycling (eq. 13)',
        _dstar_md(cols, crossings, boot)),
       ('D* with E held at a floor (point estimates)', _floors_md(laws, crossings, floors)),
-      ("Eq. 13's two sides in the runs (D1 = D2 = D; no fit)", _diagonal_md(cols)),
   ]
+
+
+def grid_report(runs, rows, arg, plot_dir, fitted=None):
+  """(sections, plots, fits) of the grid from its collected rows and, when
+  given, the fits `grid_fits` made of them (else fitted here)."""
+  del runs   # the fits read the collected rows
+  cols = table.from_rows(rows)
+  fitted = fitted or grid_fits(rows, arg)
+  laws = fitted['joint']
+  pngs = [_grid_plot(cols, laws, _float_keys(fitted['dataset_forms']),
+                     os.path.join(plot_dir, 'seed002_grid.png')),
+          _baseline_plot(cols, laws, os.path.join(plot_dir, 'seed002_baselines.png'))]
+  sections = fit_sections(cols, fitted)
+  sections.insert(1, ('Runs (collected: runs.jsonl)', _grid_runs_md(cols)))
+  sections.append(("Eq. 13's two sides in the runs (D1 = D2 = D; no fit)", _diagonal_md(cols)))
   return sections, pngs, fitted
 
 
@@ -381,7 +394,7 @@ def _from_file(path):
   study = extra.get('study')
   if study not in STUDIES:
     raise ConfigError(f'--results={path}: its study {study!r} is not one of {tuple(STUDIES)}')
-  # A grid's results file keeps its fits (`grid_fits` says why); an older one is refitted.
+  # A grid's results file keeps its fits (`fitted` says why); an older one is refitted.
   fitted = {'fitted': extra['fitted']} if 'fitted' in extra else {}
   return study, {r['name']: r for r in runs}, extra.get('collected'), extra.get('arg'), fitted
 

@@ -1,14 +1,17 @@
 """Seed 002 without new training: the refit of a runs table (its results file
 alone rebuilds the report, the claims read the per-size fits, bad input is a
-one-line error), and the plan that extends the grid past D*."""
+one-line error), Fig. 6's test of laws fitted on short runs against longer
+ones, and the plan that extends the grid past D*."""
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from experiments import hyper, stats, sweep
-from experiments.seed002 import common, extend, refit
+from experiments.seed002 import common, extend, fits, refit
+from moe_jax.scaling_laws import forms, table
 from moe_jax.workdir import files
 from tests.experiments import runs
 
@@ -36,6 +39,7 @@ def test_refit_of_the_committed_table_rebuilds_from_its_results(tmp_path):
     ((), 'give one of --csv'),
     (('--csv=x.csv',), '--csv needs --out'),
     (('--csv=none.csv', '--out=o.json'), '--csv=none.csv is not a file'),
+    ((f'--csv={CSV}', '--longer=none.csv', '--out=o.json'), '--longer: none.csv is not a file'),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(args, message, tmp_path):
   proc = subprocess.run([sys.executable, '-m', 'experiments.seed002.refit', *args],
@@ -73,3 +77,59 @@ def test_extension_reaches_past_the_grids_dstar():
 def _plan_grid_small():
   _, planned = sweep.plan(os.path.join(runs.REPO, 'experiments', 'seed002', 'grid.py:small'))
   return [r.name for r in planned]
+
+
+def _table2_rows(n1s, dense_d, up_d1, up_d2):
+  """Runs of seed 002's Table 2 laws (no noise): dense and MoE at each D,
+  upcycled at each D1 x D2, at every N1."""
+  rows = []
+  for n1 in n1s:
+    for kind in ('dense', 'moe'):
+      for d in dense_d:
+        rows.append(dict(kind=kind, N1=n1, D1=d, D2=0.0))
+    rows += [dict(kind='upcycled', N1=n1, D1=d1, D2=d2) for d1 in up_d1 for d2 in up_d2]
+  cols = table.from_rows([dict(r, loss=0.0) for r in rows])
+  for kind, form in fits.LAWS:
+    on = cols['kind'] == kind
+    cols['loss'][on] = forms.predict(forms.get(form), fits.TABLE2[kind],
+                                     {k: cols[k][on] for k in ('N1', 'D1', 'D2')})
+  return cols
+
+
+def test_extrapolation_of_a_known_law_is_exact_and_a_perturbed_run_shows():
+  n1s = (1e5, 1e6)
+  train = _table2_rows(n1s, (5e4, 1e5, 2e5), (5e4, 2e5), (2.5e4, 1e5))
+  # Longer runs, and one the training table holds (a rerun, no extrapolation).
+  test, merged = fits.union([_table2_rows(n1s, (8e5,), (8e5,), (1e5, 4e5)),
+                             _table2_rows((1e5,), (), (2e5,), (1e5,))] * 2)
+  assert len(merged) == len(test['loss'])   # every run twice: one row, mean loss
+  up = fits.TABLE2['upcycled']
+  # At one N1, eq. 12 is eq. 8 with E -> B N1^-beta + E: Table 1's mul, exactly.
+  by_size = {n1: {'mul': dict(up, E=up['B'] * n1 ** -up['beta'] + up['E'])} for n1 in n1s}
+  got = fits.extrapolate(train, test, fits.TABLE2, by_size)
+  # The rerun is left out.
+  assert {law: s['n'] for law, s in got['summary'].items()} == dict(dense=2, moe=2, upcycled=4,
+                                                                     mul=4)
+  for law, s in got['summary'].items():
+    assert s['rms'] < 1e-9 and s['max'] < 1e-9, law
+  assert {(r['kind'], r['beyond']) for r in got['rows']} == {
+      ('dense', 4.0), ('moe', 4.0), ('upcycled', 4.0)}
+  # A longer run 0.05 nats worse than the law: the law predicts it 0.05 too low.
+  worse = dict(test, loss=np.where((test['kind'] == 'upcycled') & (test['D2'] == 4e5)
+                                   & (test['N1'] == 1e6), test['loss'] + 0.05, test['loss']))
+  got = fits.extrapolate(train, worse, fits.TABLE2, by_size)['summary']
+  for law in ('upcycled', 'mul'):
+    assert got[law]['max'] == pytest.approx(0.05)
+    assert got[law]['rms'] == pytest.approx(0.05 / 2)   # one of 4 runs
+  assert got['dense']['rms'] < 1e-9
+
+
+@pytest.mark.slow   # the joint fits of seed 002 sec. 5: two minutes on a loaded 2-core machine
+def test_laws_fitted_on_short_runs_of_a_known_law_predict_the_longer_ones():
+  n1s = (1e5, 3e5, 1e6)
+  train = _table2_rows(n1s, (5e4, 1e5, 2e5, 4e5), (5e4, 1.5e5, 4e5), (2.5e4, 5e4, 1e5, 2e5))
+  test = _table2_rows(n1s, (1.6e6, 6.4e6), (1.6e6,), (1.6e6, 6.4e6))
+  got = fits.extrapolate(train, test, *fits.fit_on(train))['summary']
+  assert sorted(got) == sorted(['dense', 'moe', 'upcycled', *fits.DATASET_FORMS])
+  for law in ('dense', 'moe', 'upcycled', 'mul'):
+    assert got[law]['rms'] < 2e-3, (law, got[law])
