@@ -4,7 +4,7 @@ the key `provenance`, and `check_docs` requires of files written from now on.
   record()   # dict(commit, dirty, jax, jaxlib, flax, device, cpu, isa, xla_flags, date, command)
 
 Why each field: two runs of the same config and seed differ by up to 0.013
-nats between commits (docs/seed000.md, "Rerun drift") and by 1e-5 per step
+nats between commits (docs/rerun_drift.md) and by 1e-5 per step
 between CPUs of one kind with and without AVX-512, so a number is only
 comparable with numbers of the same commit, versions, device and ISA. `isa`
 lists the vector extensions XLA:CPU may use (from /proc/cpuinfo); XLA_FLAGS

@@ -23,9 +23,9 @@ tests/upcycle/test_preservation.py); at top-2 copies are not preserving
 (they tie and push out the next-best expert), and top-2 rows keep the
 recipe's defaults, so the quickstart's four arms have the configs and seeds
 of this sweep's top-2, E = 8 row. The committed files of the two ran at
-different commits and differ by up to 0.013 nats per run (docs/seed000.md,
-"Rerun drift"): they are compared through their seed intervals, never run
-by run.
+different commits and differ by up to 0.013 nats per run
+(docs/rerun_drift.md): they are compared through their seed intervals,
+never run by run.
 
 The issue-22 run of 2026-11-23 (top-2, one seed, T = 1600, tau = 800) is
 `:top_k=2,seeds=1,steps=1600`. `:small` is two top-ks, one seed, E = 2, 20
