@@ -27,8 +27,8 @@ A failed or timed-out step is recorded and the next one runs.
 
 --dry_run runs every step at tiny shapes on the CPU, one row per speed step
 (`collect-only` for the tests; cudnn attention as its XLA twin; no pallas
-row, whose interpret mode is slow): what tests/experiments/test_gpu_run.py
-runs.
+row, whose interpret mode is slow), its commands under XLA:CPU's quick
+compile flags (DRY_XLA_FLAGS): what tests/experiments/test_gpu_run.py runs.
 """
 import argparse
 import ctypes
@@ -57,6 +57,9 @@ TESTS_DESELECT = 'not (float32 and device_tiles)'
 # where they only stop a hung command (a shared CPU may be slow).
 BUDGET = dict(tests=110, workflow=170, speed_attention=100, speed_loss=60, speed_8x05b=50)
 DRY_BUDGET = dict(tests=300, workflow=300, speed_attention=300, speed_loss=300, speed_8x05b=300)
+# The dry run's programs are tiny, so compiling them is most of its time;
+# these halve a compile (as tests/conftest.py's) and change no result.
+DRY_XLA_FLAGS = '--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true'
 
 
 _LIVE = set()   # the process groups running now: `_stop` ends them
@@ -144,12 +147,18 @@ class Context:
   def config(self, name):
     return f'--config={_CONFIG}:{name}{self.tiny}'
 
+  def env(self, xla_flags='', **extra):
+    """A command's environment (`_env`); the dry run's XLA_FLAGS start with
+    DRY_XLA_FLAGS."""
+    flags = ' '.join(f for f in (DRY_XLA_FLAGS if self.dry_run else '', xla_flags) if f)
+    return _env(**extra, **({'XLA_FLAGS': flags} if flags else {}))
+
 
 def step_tests(ctx):
   """pytest on the GPU subset, with the two memory plans compiling beside it."""
   budget = ctx.budget['tests']
   # Compile-only processes: they allocate nothing, so the GPU stays the tests'.
-  quiet = _env(XLA_PYTHON_CLIENT_PREALLOCATE='false')
+  quiet = ctx.env(XLA_PYTHON_CLIENT_PREALLOCATE='false')
   plans = {name: _run(_py('moe_jax.plan', '--memory', ctx.config(name)), budget, quiet,
                       background=True) for name in ('workflow', '10layer')}
   junit = os.path.join(ctx.out, 'tests.xml')
@@ -192,7 +201,7 @@ def step_workflow(ctx):
   # One after the other: the second run and the resumed one compile nothing
   # the first did not (JAX's compilation cache, `main`). XLA's deterministic
   # reductions on the GPU, so equal means equal.
-  env = _env(XLA_FLAGS='' if ctx.dry_run else '--xla_gpu_deterministic_ops=true')
+  env = ctx.env('' if ctx.dry_run else '--xla_gpu_deterministic_ops=true')
   out = dict(uninterrupted=_brief(_run(_py('moe_jax.main', config, f'--workdir={whole}'),
                                        left(), env)),
              interrupted=_brief(_run(_py('experiments.gpu.term_at', f'--term_at_batch={term_at}',
@@ -204,11 +213,13 @@ def step_workflow(ctx):
                        max_abs_diff=max(diffs) if diffs else None,
                        final=want.get(max(want)) if want else None,
                        equal=bool(diffs) and len(diffs) == len(want) == steps and max(diffs) == 0)
-  evaluate = _run(_py('moe_jax.evaluate', f'--ckpt={whole}', '--batches=4'), left())
+  evaluate = _run(_py('moe_jax.evaluate', f'--ckpt={whole}', '--batches=4'), left(), ctx.env())
   out['evaluate'] = _brief(evaluate, result=_json_line(evaluate))
-  export = _run(_py('moe_jax.interop.export_hf', f'--ckpt={whole}', f'--out={hf}'), left())
+  export = _run(_py('moe_jax.interop.export_hf', f'--ckpt={whole}', f'--out={hf}'), left(),
+                ctx.env())
   out['export_hf'] = _brief(export, result=_json_line(export))
-  logits = _run(_py('experiments.gpu.hf_logits', f'--ckpt={whole}', f'--hf={hf}'), left())
+  logits = _run(_py('experiments.gpu.hf_logits', f'--ckpt={whole}', f'--hf={hf}'), left(),
+                ctx.env())
   out['hf_logits'] = _brief(logits, result=_json_line(logits))
   commands_ok = all(r['rc'] == 0 for r in (out['uninterrupted'], out['interrupted'],
                                            out['resumed'], evaluate, export, logits))
@@ -221,7 +232,7 @@ def _mesh_step(ctx, budget_key, name, *flags):
   path = os.path.join(ctx.out, f'{name}.json')
   args = ['--small', '--dtype=bfloat16'] if ctx.dry_run else []
   result = _run(_py('experiments.bench.mesh_step', f'--out={path}', '--meshes=data=1', *args,
-                    *flags), ctx.budget[budget_key])
+                    *flags), ctx.budget[budget_key], ctx.env())
   rows = []
   if os.path.exists(path):
     with open(path) as f:

@@ -23,7 +23,6 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.experimental.pallas.ops.gpu import attention as pallas_attention
 
 _BLOCK = 128   # the kernel's default query / key block
 _MIN_BLOCK = 16   # Triton's smallest matmul tile, each dimension
@@ -44,6 +43,9 @@ def flash(q_BLHK, k_BLGK, v_BLGK, segment_ids_BL, interpret=None):
   length, h, k = q_BLHK.shape[1:]
   r = h // k_BLGK.shape[2]
   block = block_size(length)
+  # Imported here: Triton's dialect takes ~0.2 s to import, paid at every
+  # start of every command, and only this path uses it.
+  from jax.experimental.pallas.ops.gpu import attention as pallas_attention  # pylint: disable=g-import-not-at-top
   blocks = pallas_attention.BlockSizes(
       block_q=block, block_k=block, block_q_dkv=min(block, 32), block_kv_dkv=min(block, 32),
       block_q_dq=min(block, 32), block_kv_dq=min(block, 32))
