@@ -7,7 +7,7 @@ from moe_jax.config_group import field
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
   """These defaults are the config's (configs/common.py builds the group from them)."""
-  source: str = 'shakespeare'    # shakespeare | text_files | sft | prepared (data/sources.py)
+  source: str = 'shakespeare'    # shakespeare | text_files | sft | prepared (data/sources/)
   patterns: str = ''             # text_files, sft: comma-separated glob patterns
   path: str = ''                 # prepared: the --out of moe_jax.data.prepare
   encoding: str = ''             # text_files: '' detects each file's (data/corpus.py)

@@ -168,7 +168,7 @@ def _trained_on_a_stream(workdir):
 
 def diffs(saved, config, keys=None):
   """'key: workdir X vs requested Y' for each of `keys` that differs (default:
-  the keys that fix either config's data stream, data/sources.py); `saved`
+  the keys that fix either config's data stream, data/sources/); `saved`
   as read from disk (upgraded)."""
   keys = keys or sources.stream_keys(saved, config)
   return [f'{k}: workdir {get(saved, k)!r} vs requested {get(config, k)!r}'
