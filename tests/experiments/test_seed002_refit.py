@@ -1,7 +1,8 @@
 """Seed 002 without new training: the refit of a runs table (its results file
 alone rebuilds the report, the claims read the per-size fits, bad input is a
 one-line error), Fig. 6's test of laws fitted on short runs against longer
-ones, and the plan that extends the grid past D*."""
+ones, and the plans that extend the grid past D* and repeat its D1 = D2
+points over seeds."""
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 
 from experiments import hyper, stats, sweep
 from experiments.seed002 import common, extend, fits, refit
+from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import forms, table
 from moe_jax.workdir import files
 from tests.experiments import runs
@@ -57,7 +59,7 @@ def _plan(arg=''):
 
 
 def test_extension_reaches_past_the_grids_dstar():
-  points, b = _plan(), extend.budgets()
+  points, (b,) = _plan(), extend.plans()
   assert len(points) == len(b['sizes']) * (len(b['dense']) * (1 + len(b['up'])) + len(b['moe']))
   # Eq. 13's diagonal D1 = D2 reaches past the first extension's fitted D* (5.3e6 tokens).
   assert min(max(b['dense']), max(b['up']), max(b['moe'])) * 1024 > 5.3e6
@@ -133,3 +135,47 @@ def test_laws_fitted_on_short_runs_of_a_known_law_predict_the_longer_ones():
   assert sorted(got) == sorted(['dense', 'moe', 'upcycled', *fits.DATASET_FORMS])
   for law in ('dense', 'moe', 'upcycled', 'mul'):
     assert got[law]['rms'] < 2e-3, (law, got[law])
+
+
+def _committed(name):
+  """{run: overrides} of a committed results file of docs/seed002."""
+  saved = files.read_json(os.path.join(runs.REPO, 'docs', 'seed002', name))
+  return {r['name']: r['overrides'] for r in saved['runs']}
+
+
+def test_extension_plans_are_the_committed_runs_key_for_key():
+  # The seeds argument leaves the plans that made the committed files as they were.
+  assert _plan() == _plan('seeds=1') == _committed('extend.json')
+  assert _plan('diagonal') == _plan('diagonal,seeds=1') == _committed('extend_diagonal.json')
+
+
+def test_bracket_repeats_both_ends_of_the_diagonal_per_seed():
+  points = _plan('bracket,seeds=3')
+  assert len(points) == 3 * 2 * 2 * 3   # seeds x sizes x D x (dense, upcycled, MoE)
+  seed0 = {n: o for n, o in points.items() if '_s' not in n}
+  # Seed 0 is the committed runs: :diagonal's at 12,800 steps, the extension's
+  # long runs at 6,400 (but for the checkpoints those kept for their branches).
+  cadence = ('config.checkpoint_every_steps', 'config.ckpt.keep_every')
+  strip = lambda o: {k: v for k, v in o.items() if k not in cadence}
+  extension = _committed('extend.json')
+  assert seed0 == {**_plan('diagonal'), **{n: dict(strip(extension[n]), **{
+      k: 6400 for k in cadence}) for n in seed0 if '12800' not in n}}
+  for s in (1, 2):
+    up = points[f'up64_D1=6400_D2=6400_s{s}']
+    assert up['upcycle.src'] == hyper.run(f'dense64_D1=6400_s{s}', step=6400)
+    assert up['upcycle.config'] == common.UPCYCLE + f',seed={s}'   # its own router
+    for name, o in seed0.items():
+      other = points[f'{name}_s{s}']
+      assert other['config.seed'] == s
+      assert {k: v for k, v in other.items() if k not in ('name', 'config.seed', 'upcycle.src',
+                                                          'upcycle.config')} == {
+          k: v for k, v in o.items() if k not in ('name', 'upcycle.src', 'upcycle.config')}
+  assert not any('resume_from' in o for o in points.values())
+  assert len(_plan('small,bracket,seeds=2')) == 2 * 2 * 3
+
+
+@pytest.mark.parametrize('arg,message', [('diagonal,bracket', 'give one of diagonal, bracket'),
+                                         ('seeds=0', 'seeds=0 must be at least 1')])
+def test_extension_refuses_a_bad_argument(arg, message):
+  with pytest.raises(ConfigError, match=message):
+    _plan(arg)
