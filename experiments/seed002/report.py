@@ -2,16 +2,21 @@ r"""Seed 002's studies from our sweeps: tables in the seed's layout, its numbers
 
   python -m experiments.seed002.report --study=grid --workdir=DIR [--arg=small]
   python -m experiments.seed002.report --study=ablations --workdir=DIR [--arg=small]
+  python -m experiments.seed002.report --study=seeds --workdir=DIR
   python -m experiments.seed002.report --results=DIR/seed002_<study>.json [--out=DIR2]
 
 DIR is the launched sweep of experiments/seed002/{grid,ablations}.py (`--arg`
-its config argument). Writes DIR/seed002_<study>.md (also printed),
-DIR/plots/seed002_*.png and DIR/seed002_<study>.json, the results file (the
-runs, and for the grid the collected rows the fits read) from which
-`--results` rebuilds the report alone. The grid also writes DIR/runs.jsonl,
-the runs table of `python -m moe_jax.scaling_laws collect` over its finished
-runs, and DIR/fits.json (the fits are seeded: a rebuild refits the same). A
-run not finished is left out of the fits and shown as '-'.
+its config argument), and for `seeds` one of extend.py with `seeds=N` (eq.
+13's D1 = D2 points over seeds, experiments/seed002/dstar_seeds.py). Writes
+DIR/seed002_<study>.md (also printed), DIR/plots/seed002_*.png and
+DIR/seed002_<study>.json, the results file (the runs, and for the grid and
+the seeds the collected rows they read) from which `--results` rebuilds the
+report alone. The grid also writes DIR/runs.jsonl, the runs table of `python
+-m moe_jax.scaling_laws collect` over its finished runs, and DIR/fits.json
+(the fits are seeded: a rebuild refits the same); the seeds write
+DIR/seed002_seeds_runs.csv, that table with each run's seed, and keep their
+intervals in the results file's `summary`. A run not finished is left out of
+the fits and shown as '-'.
 """
 import json
 import os
@@ -22,7 +27,7 @@ from absl import flags
 import numpy as np
 
 from experiments import plots, provenance, report, runner, stats, study_cli, sweep
-from experiments.seed002 import ablations, fits, grid
+from experiments.seed002 import ablations, dstar_seeds, fits, grid
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import collect, forms, table
 from moe_jax.workdir import files
@@ -52,6 +57,18 @@ def collected(sweep_dir):
   files.write_text(os.path.join(sweep_dir, 'runs.jsonl'),
                    ''.join(json.dumps(r) + '\n' for r in rows))
   return [{k: v for k, v in r.items() if k != 'workdir'} for r in rows]
+
+
+def seeded(sweep_dir, runs):
+  """collect.row of every finished run with its run's name and config.seed
+  (the workdir left out), also written to DIR/seed002_seeds_runs.csv."""
+  seeds = {r['name']: (r['config'] or {}).get('seed') for r in runs}
+  rows = []
+  for row in collect.collect(_done(sweep_dir)):
+    name = os.path.basename(row.pop('workdir'))
+    rows.append(dict(row, run=name, seed=seeds[name]))
+  files.write_text(os.path.join(sweep_dir, dstar_seeds.RUNS_CSV), dstar_seeds.runs_csv(rows))
+  return rows
 
 
 def _grid_runs_md(cols):
@@ -328,7 +345,14 @@ def ablations_report(runs, rows, arg, plot_dir):
            report.markdown(['model', 'WSD val loss', 'cosine val loss'], sched_rows))], pngs, None
 
 
-STUDIES = {'grid': grid_report, 'ablations': ablations_report}
+def seeds_report(runs, rows, arg, plot_dir):
+  """(sections, plots, None) of eq. 13's D1 = D2 points over seeds from the
+  collected rows, each with its run's seed."""
+  del runs, arg   # the rows hold the losses and seeds
+  return (*dstar_seeds.sections(rows, plot_dir), None)
+
+
+STUDIES = {'grid': grid_report, 'ablations': ablations_report, 'seeds': seeds_report}
 
 
 def curves_plot(runs, names, labels, path, title, cv=False):
@@ -369,12 +393,15 @@ def write(study, sweep_dir, arg=''):
     raise ConfigError(f'--study={study!r} is not one of {tuple(STUDIES)}')
   sweep.read(sweep_dir)   # a launched sweep, or a one-line error
   runs = report.load_runs(sweep_dir)
-  rows, extra = None, {}
+  rows, extra, cited = None, {}, {}
   if study == 'grid':
     rows = collected(sweep_dir)
     extra = dict(fitted=grid_fits(rows, arg))
+  if study == 'seeds':
+    rows = seeded(sweep_dir, runs)
+    cited = dict(summary=dstar_seeds.summary(rows))   # what docs cite; the report recomputes it
   report.write_results(os.path.join(sweep_dir, f'seed002_{study}.json'), runs, study=study,
-                       arg=arg or '', collected=rows, **extra)
+                       arg=arg or '', collected=rows, **extra, **cited)
   sections, pngs, fitted = STUDIES[study]({r['name']: r for r in runs}, rows, arg,
                                           _plot_dir(sweep_dir), **extra)
   if fitted is not None:

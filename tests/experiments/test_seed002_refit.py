@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from experiments import hyper, stats, sweep
-from experiments.seed002 import common, extend, fits, refit
+from experiments.seed002 import common, dstar_seeds, extend, fits, refit
+from experiments.seed002 import report as seed002_report
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import forms, table
 from moe_jax.workdir import files
 from tests.experiments import runs
+from tests.experiments.test_seeds_001_002 import _cells
 
 CSV = os.path.join(runs.REPO, 'docs', 'seed002', 'grid_runs.csv')
 
@@ -179,3 +181,48 @@ def test_bracket_repeats_both_ends_of_the_diagonal_per_seed():
 def test_extension_refuses_a_bad_argument(arg, message):
   with pytest.raises(ConfigError, match=message):
     _plan(arg)
+
+
+def _seed_rows(diffs):
+  """Made-up collected rows: per (N1, D) the MoE from scratch at 1.5 + its
+  per-seed difference to the upcycled model at 1.5, and each D's dense source."""
+  rows = []
+  for (n1, d), per_seed in diffs.items():
+    for s, diff in enumerate(per_seed):
+      rows += [dict(kind='dense', N1=n1, D1=d, D2=0.0, n_expert=0, top_k=2, seed=s, loss=1.7),
+               dict(kind='moe', N1=n1, D1=d, D2=0.0, n_expert=8, top_k=2, seed=s, loss=1.5 + diff),
+               dict(kind='upcycled', N1=n1, D1=d, D2=d, n_expert=8, top_k=2, seed=s, loss=1.5)]
+  return rows
+
+
+def test_seeds_report_pairs_by_seed_and_brackets_dstar(tmp_path):
+  lo, hi = 6400 * 1024.0, 12800 * 1024.0
+  diffs = {(32928.0, lo): (0.010, 0.012, 0.008), (32928.0, hi): (-0.017, -0.020, -0.015),
+           (131392.0, lo): (0.011, -0.004, 0.006), (131392.0, hi): (-0.020, -0.018, -0.022)}
+  sections, pngs, _ = seed002_report.seeds_report({}, _seed_rows(diffs), '', str(tmp_path))
+  assert [os.path.basename(p) for p in pngs] == ['seed002_seeds.png']
+  bracket, paired, per_seed = (_cells(body)[1:] for _, body in sections)
+  # Upcycling ahead at 6.55M in every seed, the MoE at 13.1M: D* lies between.
+  assert [row[0] for row in bracket] == ['32928', '131392']
+  assert bracket[0][1].startswith('D* lies between 6.55e+06 and 1.31e+07 tokens')
+  assert bracket[0][3] == 'agrees' and bracket[1][3] == 'inconclusive'   # 0 in its 6.55M interval
+  for row in paired:
+    d = stats.paired(diffs[float(row[0]), float(row[1])])
+    assert row[2] == '3' and row[4] == stats.interval_text(d)
+    assert row[6] == stats.verdict((d['lo'], d['hi']), high=0.0)
+  assert [row[6] for row in paired] == ['disagrees', 'agrees', 'inconclusive', 'agrees']
+  assert per_seed[1][2:] == ['1', '1.5120', '1.5000', '+0.0120']
+  # One D (`:diagonal`): the claim is one-sided.
+  only = {k: v for k, v in diffs.items() if k[1] == hi}
+  bracket = _cells(seed002_report.seeds_report({}, _seed_rows(only), '', str(tmp_path))[0][0][1])
+  assert bracket[1][1:] == ['D* is at most 1.31e+07 tokens', bracket[1][2], 'agrees']
+
+
+def test_seeds_runs_table_reads_as_a_runs_table(tmp_path):
+  rows = _seed_rows({(32928.0, 5120.0): (0.01, 0.02)})
+  path = tmp_path / 'runs.csv'
+  path.write_text(dstar_seeds.runs_csv(rows))
+  cols = table.load(str(path))
+  assert list(cols['seed']) == [0, 0, 0, 1, 1, 1]
+  np.testing.assert_allclose(cols['loss'], [r['loss'] for r in rows], atol=1e-6)
+  assert path.read_text().splitlines()[2] == 'moe,32928,5120,0,8,2,0,1.510000'
