@@ -8,7 +8,7 @@ import pytest
 
 from experiments import hyper, sweep
 from experiments.seed001 import report as seed001_report
-from experiments.seed002 import common, fits, grid, report as seed002_report
+from experiments.seed002 import common, dstar_seeds, fits, grid, report as seed002_report
 from moe_jax.scaling_laws import forms, presets, table
 from tests.experiments import runs
 
@@ -165,6 +165,23 @@ def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch)
   assert len([p for p in pngs if p.startswith('seed002_')]) == 2
   # The results file alone rebuilds every section (the fits are seeded).
   assert seed002_report.rebuild(os.path.join(workdir, f'seed002_{study}.json')) in text
+
+
+def test_seed002_seeds_small_sweep_end_to_end(tmp_path, jax_cache, monkeypatch):
+  """extend.py's D1 = D2 points over two seeds: each run trains under its
+  seed, the report pairs them by it, and its results file rebuilds it."""
+  monkeypatch.chdir(runs.REPO)
+  workdir = _launch(tmp_path, 'experiments/seed002/extend.py:small,diagonal,seeds=2', jax_cache)
+  text = seed002_report.write('seeds', workdir)
+  bracket, paired, per_seed = (_cells(s)[1:] for s in _sections(text).values())
+  assert [row[1:3] for row in bracket] == [['D* is at most 1.02e+04 tokens', bracket[0][2]]]
+  assert [row[2] for row in per_seed] == ['0', '1']
+  for row in per_seed:
+    assert float(row[5]) == pytest.approx(float(row[3]) - float(row[4]), abs=2e-4)
+  assert paired[0][2] == '2' and paired[0][-1] in ('agrees', 'disagrees', 'inconclusive')
+  cols = table.load(os.path.join(workdir, dstar_seeds.RUNS_CSV))
+  assert sorted(cols['seed']) == [0, 0, 0, 1, 1, 1]   # config.seed of each run, as it ran
+  assert seed002_report.rebuild(os.path.join(workdir, 'seed002_seeds.json')) in text
 
 
 def test_seed001_small_sweeps_end_to_end(tmp_path, jax_cache, monkeypatch):
