@@ -167,6 +167,8 @@ def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch)
   assert seed002_report.rebuild(os.path.join(workdir, f'seed002_{study}.json')) in text
 
 
+@pytest.mark.slow   # 6 launched runs; the plan and report tests of test_seed002_refit.py
+                   # check the seeds' points and pairing in the default suite
 def test_seed002_seeds_small_sweep_end_to_end(tmp_path, jax_cache, monkeypatch):
   """extend.py's D1 = D2 points over two seeds: each run trains under its
   seed, the report pairs them by it, and its results file rebuilds it."""
