@@ -84,17 +84,25 @@ def total_steps(p, base, n):
   return n + round(base * small / grown)
 
 
+def anneal_steps(total):
+  """The annealed base's decay: the last 10 % of the base, at least two steps
+  (a one-step decay trains that step at the peak LR: no annealing at all)."""
+  return max(2, regime.decay_steps(total))
+
+
 def _bases(h, p, b, s):
   """The stable base and its annealed decay branch, both ending at b['base']."""
   stable, total = f'base_stable_s{s}', b['base']
-  start = total - regime.decay_steps(total)
+  start = total - anneal_steps(total)
   every = math.gcd(start, total)
   return [
       {'name': stable, 'config.seed': s, 'config.total_steps': total,
        'config.opt.schedule': 'constant', 'config.opt.warmup_steps': p.warmup,
        'config.checkpoint_every_steps': every, 'config.ckpt.keep_every': every},
       dict(name=f'base_annealed_s{s}', resume_from=h.run(stable, step=start),
-           **{'config.seed': s}, **regime.schedule(total, p.warmup),
+           **{'config.seed': s, 'config.total_steps': total, 'config.opt.schedule': 'wsd',
+              'config.opt.warmup_steps': p.warmup,
+              'config.opt.decay_fraction': (total - start) / total},
            **{'config.checkpoint_every_steps': total, 'config.ckpt.keep_every': 0})]
 
 
