@@ -18,6 +18,7 @@ run's sunk FLOPs are its source's (run.json `source`: the base's model and
 the tokens it trained to the step it was grown from). Runs a study needs but
 the sweep lacks (or that have not logged yet) are left out of its rows.
 """
+import itertools
 import os
 import re
 
@@ -255,6 +256,7 @@ def norm_profile(run):
 
 _EQUAL = re.compile(r'(interpose|stack)_(stable|annealed)_(\d+)_s(\d+)')
 _EQUAL_BASE = re.compile(r'base_(stable|annealed)_s(\d+)')
+_EQUAL_SCRATCH = re.compile(r'scratch_(total|additional)_(\d+)_s(\d+)')
 _FIG7 = 'growth beats scratch at equal additional FLOPs (Fig. 7)'
 _FIG8 = 'growth on par with or better than scratch at equal total FLOPs (Fig. 8)'
 _FIG3 = 'interposition beats stacking from a converged (annealed) checkpoint (Fig. 3)'
@@ -300,31 +302,35 @@ def equal_flops_rows(runs):
 
 def equal_flops_losses(runs):
   """Per arm (grown, scratch and base runs of equal_flops.py, without the seed
-  suffix): dict(arm, losses={seed: final val loss}, flops=total FLOPs of its
-  first seed that ran)."""
+  suffix): dict(arm, losses={seed: final val loss}, flops=training FLOPs of
+  its first finished seed)."""
   arms = {}
   for name, run in runs.items():
-    m = _EQUAL.fullmatch(name) or _EQUAL_BASE.fullmatch(name) or re.fullmatch(
-        r'scratch_(total|additional)_\d+_s(\d+)', name)
+    m = next((m for m in (r.fullmatch(name) for r in (_EQUAL, _EQUAL_BASE, _EQUAL_SCRATCH))
+              if m), None)
     if m:
       arm = arms.setdefault(name.rsplit('_s', 1)[0], dict(losses={}, flops=None))
       arm['losses'][int(m.groups()[-1])] = final(run)
-      arm['flops'] = arm['flops'] or total_flops(run)
+      arm['flops'] = arm['flops'] or (total_flops(run) if _done(run) else None)
   return [dict(a, arm=k) for k, a in sorted(arms.items())]
 
 
+def _done(run):
+  return run is not None and run['state'] == 'done' and run['info'] is not None
+
+
 def flops_gaps(runs):
-  """Per budget n and seed, scratch_total's training FLOPs against the grown
-  run's (base + growth): dict(n, seed, growth, scratch, steps: the gap in
-  steps of scratch). Only pairs whose runs both wrote run.json."""
+  """Per budget n, base and seed, the training FLOPs of scratch_total against
+  the interposed run's (base + growth), as trained: dict(n, base, seed,
+  growth, scratch, steps: the gap in steps of scratch). Finished pairs only."""
   seeds, budgets = equal_flops_seeds(runs)
   out = []
-  for n in budgets:
-    for s in seeds:
-      grown, scratch = runs.get(f'interpose_stable_{n}_s{s}'), runs.get(f'scratch_total_{n}_s{s}')
-      if grown and scratch and grown['info'] and scratch['info']:
-        g, t = total_flops(grown), total_flops(scratch)
-        out.append(dict(n=n, seed=s, growth=g, scratch=t, steps=(t - g) / step_flops(scratch)))
+  for n, base, s in itertools.product(budgets, ('stable', 'annealed'), seeds):
+    grown, scratch = runs.get(f'interpose_{base}_{n}_s{s}'), runs.get(f'scratch_total_{n}_s{s}')
+    if _done(grown) and _done(scratch):
+      g, t = total_flops(grown), total_flops(scratch)
+      out.append(dict(n=n, base=base, seed=s, growth=g, scratch=t,
+                      steps=(t - g) / step_flops(scratch)))
   return out
 
 

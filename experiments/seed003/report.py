@@ -210,6 +210,17 @@ def _norm_table(profiles):
                 [[name] + [_f(p.get(i), '.3f') for i in layers] for name, p in profiles.items()])
 
 
+def _equal_flops_plot(runs, plot_dir, seed, n):
+  """Seed `seed`'s curves at the longest budget `n` on a FLOPs axis, and the bases' norms."""
+  arms = [runs.get(f'{a}_{n}_s{seed}') for a in ('interpose_stable', 'interpose_annealed',
+                                                  'stack_annealed', 'scratch_total',
+                                                  'scratch_additional')]
+  return _figure(os.path.join(plot_dir, 'seed003_equal_flops.png'), [
+      lambda ax: _curves(ax, [r for r in arms if r], f'+{n}, seed {seed}',
+                         runs.get(f'base_stable_s{seed}')),
+      lambda ax: _profiles(ax, analysis.base_norms(runs))])
+
+
 def equal_flops(runs, plot_dir):
   """experiments/seed003/equal_flops.py: per-seed losses, growth - scratch at
   equal additional and equal total FLOPs paired by seed, the FLOPs check,
@@ -224,15 +235,6 @@ def equal_flops(runs, plot_dir):
   check = (f'FLOPs check: scratch_total - (base + growth) is at most '
            f'{max(abs(g["steps"]) for g in gaps):.2f} steps of scratch over {len(gaps)} pairs.'
            if gaps else 'FLOPs check: no pair has run yet.')
-  profiles = analysis.base_norms(runs)
-  n = budgets[-1] if budgets else None
-  arms = [f'{a}_{n}_s{seeds[0]}' for a in ('interpose_stable', 'interpose_annealed',
-                                           'stack_annealed', 'scratch_total',
-                                           'scratch_additional')] if n else []
-  png = _figure(os.path.join(plot_dir, 'seed003_equal_flops.png'), [
-      lambda ax: _curves(ax, [runs[a] for a in arms if a in runs], f'+{n}, seed {seeds[0]}'
-                         if n else '', runs.get(f'base_stable_s{seeds[0]}') if seeds else None),
-      lambda ax: _profiles(ax, profiles)])
   note = ('Final validation loss (nats/token); a - b paired by seed with its 95% t interval; '
           'the verdict holds the claim (a - b < 0 unless it says otherwise) against the '
           'interval: agrees if all of it lies in the claim, disagrees if none does. "On par" '
@@ -240,8 +242,10 @@ def equal_flops(runs, plot_dir):
           'Training FLOPs: 3 x forward FLOPs per token x tokens, the base\'s included.')
   text = '\n\n'.join([losses, _paired_table(analysis.equal_flops_rows(runs)), note, check,
                        'Layer-wise weight norms of the bases at their last eval (the paper\'s '
-                       'Fig. 2 signature: rising with depth):', _norm_table(profiles)])
-  return 'Growth against scratch at equal FLOPs (Figs. 3, 7, 8; issue 63)', text, [png]
+                       'Fig. 2 signature: rising with depth):',
+                       _norm_table(analysis.base_norms(runs))])
+  return ('Growth against scratch at equal FLOPs (Figs. 3, 7, 8; issue 63)', text,
+          [_equal_flops_plot(runs, plot_dir, seeds[0], budgets[-1])])
 
 
 def render(runs, plot_dir):

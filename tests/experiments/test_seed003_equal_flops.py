@@ -108,9 +108,10 @@ def test_small_sweep_end_to_end(only, tmp_path, jax_cache, monkeypatch):
   stable, annealed = arms['base_stable_s0'], arms['base_annealed_s0']
   assert stable['flops'] == annealed['flops'] and stable['losses'] != annealed['losses']
   # Scratch at equal total FLOPs is within one of its steps of base + growth.
-  (gap,) = analysis.flops_gaps(done)
+  gaps = analysis.flops_gaps(done)
   step = analysis.step_flops(done['scratch_total_4_s0'])
-  assert gap['growth'] > 0 and abs(gap['scratch'] - gap['growth']) <= step
+  assert [g['base'] for g in gaps] == ['stable', 'annealed']
+  assert all(g['growth'] > 0 and abs(g['scratch'] - g['growth']) <= step for g in gaps)
   # The comparisons whose runs ran have numbers (one seed: no interval yet).
   rows = {r['label']: r for r in analysis.equal_flops_rows(done)}
   for label in ('interpose_stable +4 - scratch_total', 'interpose_annealed +4 - scratch_total',
@@ -127,7 +128,7 @@ def test_small_sweep_end_to_end(only, tmp_path, jax_cache, monkeypatch):
   # The results file holds the verdicts and rebuilds the report alone.
   results = os.path.join(workdir, 'seed003.json')
   saved = files.read_json(results)
-  assert saved['provenance'] and len(saved['flops_check']) == 1
+  assert saved['provenance'] and len(saved['flops_check']) == 2
   assert {r['label'] for r in saved['equal_flops']} == set(rows)
   rebuilt = seed_report.rebuild(results)
   assert rebuilt and rebuilt in text
