@@ -9,6 +9,8 @@ and how far copied experts drifted from their originals.
   analysis.sunk_rows(runs, 'additional'), analysis.sunk_rows(runs, 'total')
   analysis.correlation(rows)           # Tables 1-2: sunk FLOPs vs final loss
   analysis.regime_rows(runs)           # regime.py: paired comparisons over seeds
+  analysis.equal_flops_rows(runs)      # equal_flops.py: growth vs scratch at equal FLOPs
+  analysis.flops_gaps(runs), analysis.base_norms(runs)
 
 FLOPs are our accounting's: training FLOPs = 3 x forward FLOPs per token
 (run.json `flops_per_token`, moe_jax/models/accounting.py) x tokens. A grown
@@ -16,6 +18,7 @@ run's sunk FLOPs are its source's (run.json `source`: the base's model and
 the tokens it trained to the step it was grown from). Runs a study needs but
 the sweep lacks (or that have not logged yet) are left out of its rows.
 """
+import itertools
 import os
 import re
 
@@ -188,18 +191,26 @@ def regime_pairs(runs):
   return out
 
 
-def regime_rows(runs):
-  """`regime_pairs` with, per comparison, the means of a and b over the seeds
-  where both finished and a - b paired by seed (experiments/stats.py)."""
+def paired_rows(runs, comparisons):
+  """The comparisons (dicts with `pairs` = [(run a, run b) per seed] and the
+  claim's range of a - b, `low` and `high`, default (-inf, 0]) with the means
+  of a and b over the seeds where both finished, a - b paired by seed
+  (experiments/stats.py) and the claim's verdict on its interval."""
   rows = []
-  for c in regime_pairs(runs):
+  for c in comparisons:
     done = [(final(runs[a]), final(runs[b])) for a, b in c['pairs'] if a in runs and b in runs]
     done = [(x, y) for x, y in done if None not in (x, y)]
     d = study_stats.paired([x - y for x, y in done])
+    claim = dict(low=c.get('low', -np.inf), high=c.get('high', 0.0))
     rows.append(dict(c, n=len(done), a=float(np.mean([x for x, _ in done])) if done else None,
                      b=float(np.mean([y for _, y in done])) if done else None, diff=d,
-                     verdict=study_stats.verdict((d['lo'], d['hi']), high=0.0) if done else None))
+                     verdict=study_stats.verdict((d['lo'], d['hi']), **claim) if done else None))
   return rows
+
+
+def regime_rows(runs):
+  """`paired_rows` of `regime_pairs`."""
+  return paired_rows(runs, regime_pairs(runs))
 
 
 def correlation(rows):
@@ -241,3 +252,89 @@ def norm_profile(run):
     return {}
   keys = (re.fullmatch(r'norms/layers_(\d+)/weights', k) for k in rows[-1])
   return dict(sorted((int(m.group(1)), rows[-1][m.group(0)]) for m in keys if m))
+
+
+_EQUAL = re.compile(r'(interpose|stack)_(stable|annealed)_(\d+)_s(\d+)')
+_EQUAL_BASE = re.compile(r'base_(stable|annealed)_s(\d+)')
+_EQUAL_SCRATCH = re.compile(r'scratch_(total|additional)_(\d+)_s(\d+)')
+_FIG7 = 'growth beats scratch at equal additional FLOPs (Fig. 7)'
+_FIG8 = 'growth on par with or better than scratch at equal total FLOPs (Fig. 8)'
+_FIG3 = 'interposition beats stacking from a converged (annealed) checkpoint (Fig. 3)'
+_FIG3_STABLE = 'interposition beats stacking (Fig. 3), here from a stable base'
+_STABLE = 'a constant-LR checkpoint grows at least as well as an annealed one (sec. 4.1)'
+
+
+def total_flops(run):
+  """Training FLOPs behind the run's last logged step: its source's and its own
+  (None before it wrote run.json)."""
+  return sunk_flops(run) + step_flops(run) * run['step'] if run['info'] else None
+
+
+def equal_flops_seeds(runs):
+  """The seeds of experiments/seed003/equal_flops.py's runs, and their budgets n."""
+  grown = [m for m in map(_EQUAL.fullmatch, runs) if m]
+  return sorted({int(m.group(4)) for m in grown}), sorted({int(m.group(3)) for m in grown})
+
+
+def equal_flops_pairs(runs):
+  """equal_flops.py's comparisons, each a dict(label, claim, pairs=[(a, b) per
+  seed], low, high): the claim is low <= a - b <= high."""
+  seeds, budgets = equal_flops_seeds(runs)
+  pairs = lambda a, b: [(f'{a}_s{s}', f'{b}_s{s}') for s in seeds]
+  out = []
+  for n in budgets:
+    for base in ('stable', 'annealed'):
+      for kind, claim in (('additional', _FIG7), ('total', _FIG8)):
+        out.append(dict(label=f'interpose_{base} +{n} - scratch_{kind}', claim=claim,
+                        pairs=pairs(f'interpose_{base}_{n}', f'scratch_{kind}_{n}')))
+    for base, claim in (('annealed', _FIG3), ('stable', _FIG3_STABLE)):
+      out.append(dict(label=f'interpose - stack, {base} base, +{n}', claim=claim,
+                      pairs=pairs(f'interpose_{base}_{n}', f'stack_{base}_{n}')))
+    out.append(dict(label=f'interpose, annealed - stable base, +{n}', claim=_STABLE, low=0.0,
+                    high=np.inf, pairs=pairs(f'interpose_annealed_{n}', f'interpose_stable_{n}')))
+  return out
+
+
+def equal_flops_rows(runs):
+  """`paired_rows` of `equal_flops_pairs`."""
+  return paired_rows(runs, equal_flops_pairs(runs))
+
+
+def equal_flops_losses(runs):
+  """Per arm (grown, scratch and base runs of equal_flops.py, without the seed
+  suffix): dict(arm, losses={seed: final val loss}, flops=training FLOPs of
+  its first finished seed)."""
+  arms = {}
+  for name, run in runs.items():
+    m = next((m for m in (r.fullmatch(name) for r in (_EQUAL, _EQUAL_BASE, _EQUAL_SCRATCH))
+              if m), None)
+    if m:
+      arm = arms.setdefault(name.rsplit('_s', 1)[0], dict(losses={}, flops=None))
+      arm['losses'][int(m.groups()[-1])] = final(run)
+      arm['flops'] = arm['flops'] or (total_flops(run) if _done(run) else None)
+  return [dict(a, arm=k) for k, a in sorted(arms.items())]
+
+
+def _done(run):
+  return run is not None and run['state'] == 'done' and run['info'] is not None
+
+
+def flops_gaps(runs):
+  """Per budget n, base and seed, the training FLOPs of scratch_total against
+  the interposed run's (base + growth), as trained: dict(n, base, seed,
+  growth, scratch, steps: the gap in steps of scratch). Finished pairs only."""
+  seeds, budgets = equal_flops_seeds(runs)
+  out = []
+  for n, base, s in itertools.product(budgets, ('stable', 'annealed'), seeds):
+    grown, scratch = runs.get(f'interpose_{base}_{n}_s{s}'), runs.get(f'scratch_total_{n}_s{s}')
+    if _done(grown) and _done(scratch):
+      g, t = total_flops(grown), total_flops(scratch)
+      out.append(dict(n=n, base=base, seed=s, growth=g, scratch=t,
+                      steps=(t - g) / step_flops(scratch)))
+  return out
+
+
+def base_norms(runs):
+  """{base run: norm_profile} of equal_flops.py's stable and annealed bases."""
+  return {name: norm_profile(run) for name, run in sorted(runs.items())
+          if _EQUAL_BASE.fullmatch(name)}

@@ -64,7 +64,9 @@ def decay_steps(total):
   return max(1, round(DECAY * total))
 
 
-def _schedule(total, warmup):
+def schedule(total, warmup):
+  """The WSD keys of a run of `total` steps: its own warmup, a constant LR, a
+  linear decay over its last decay_steps(total) (shared with equal_flops.py)."""
   return {'config.total_steps': total, 'config.opt.schedule': 'wsd',
           'config.opt.warmup_steps': warmup, 'config.opt.decay_fraction': decay_steps(total) / total}
 
@@ -91,12 +93,12 @@ def _family(h, name, totals, warmup, keep_at, start, keys):
   longest = max(totals)
   starts = [t - decay_steps(t) for t in totals if t != longest] + list(keep_at)
   every = math.gcd(*starts, longest)
-  out = [dict(name=name(longest), **start, **keys, **_schedule(longest, warmup),
+  out = [dict(name=name(longest), **start, **keys, **schedule(longest, warmup),
               **{'config.checkpoint_every_steps': every, 'config.ckpt.keep_every': every})]
   for t in sorted(totals):
     if t != longest:
       out.append(dict(name=name(t), resume_from=h.run(name(longest), step=t - decay_steps(t)),
-                      **keys, **_schedule(t, warmup),
+                      **keys, **schedule(t, warmup),
                       **{'config.checkpoint_every_steps': t, 'config.ckpt.keep_every': 0}))
   return out
 
@@ -123,10 +125,10 @@ def seed_points(h, p, b, s):
                             (f'width_depth_s{s}', f'width_a{ALPHA:g}_{longest}_s{s}', 'interpose')):
     recipe, _ = _growth(p, second)
     out.append(dict(name=name, **{'upcycle.config': recipe, 'upcycle.src': h.run(src, step=first)},
-                    **seed, **both, **_schedule(first, b['warmup']),
+                    **seed, **both, **schedule(first, b['warmup']),
                     **{'config.checkpoint_every_steps': first}))
   total = b['base'] + 2 * first
-  out.append(dict(name=f'scratch_both_s{s}', **seed, **both, **_schedule(total, p.warmup),
+  out.append(dict(name=f'scratch_both_s{s}', **seed, **both, **schedule(total, p.warmup),
                   **{'config.checkpoint_every_steps': total}))
   return out
 

@@ -6,8 +6,9 @@ r"""Seed 003's tables and plots from a sweep of experiments/seed003/*.py.
 writes DIR/seed003.md (and prints it) with one section per study whose runs
 DIR holds, DIR/plots/seed003_<study>.png, and DIR/seed003.json, the results
 file (experiments/report.py `results`, with each run's run.json and the width
-runs' copy drift) from which `--results` rebuilds the report alone. Losses are validation losses
-(nats/token); FLOPs are training FLOPs (analysis.py). Works on unfinished
+runs' copy drift; for equal_flops.py's runs also their paired comparisons with
+verdicts, the FLOPs check and the bases' norms) from which `--results`
+rebuilds the report alone. Losses are validation losses (nats/token); FLOPs are training FLOPs (analysis.py). Works on unfinished
 sweeps: a run not done yet has no final loss.
 """
 import math
@@ -163,13 +164,18 @@ def sunk(runs, plot_dir, budget):
   return title, text, [png]
 
 
-def regime(runs, plot_dir):
-  rows = analysis.regime_rows(runs)
-  table = _table(
-      ['a - b', 'seeds', 'mean a', 'mean b', 'a - b (paired)', 'p', 'claim (a - b < 0)', 'verdict'],
+def _paired_table(rows, claim='claim'):
+  """The rows of analysis.paired_rows: means, a - b by seed with its interval, verdict."""
+  return _table(
+      ['a - b', 'seeds', 'mean a', 'mean b', 'a - b (paired)', 'p', claim, 'verdict'],
       [[r['label'], f'{r["n"]}/{len(r["pairs"])}', _f(r['a']), _f(r['b']),
         study_stats.interval_text(r['diff']) if r['n'] else '', _f(r['diff']['p'], '.3f'),
         r['claim'], r['verdict'] or ''] for r in rows])
+
+
+def regime(runs, plot_dir):
+  rows = analysis.regime_rows(runs)
+  table = _paired_table(rows, 'claim (a - b < 0)')
   curves = {}
   for r in rows:
     if 'series' in r:
@@ -192,6 +198,56 @@ def regime(runs, plot_dir):
   return "Growth in seed 003's regime (issue 36)", table + '\n\n' + note, [png]
 
 
+def _mean(values):
+  """The mean, once every value is in (None before)."""
+  values = list(values)
+  return None if None in values else sum(values) / len(values)
+
+
+def _norm_table(profiles):
+  layers = sorted({i for p in profiles.values() for i in p})
+  return _table(['base'] + [f'layer {i}' for i in layers],
+                [[name] + [_f(p.get(i), '.3f') for i in layers] for name, p in profiles.items()])
+
+
+def _equal_flops_plot(runs, plot_dir, seed, n):
+  """Seed `seed`'s curves at the longest budget `n` on a FLOPs axis, and the bases' norms."""
+  arms = [runs.get(f'{a}_{n}_s{seed}') for a in ('interpose_stable', 'interpose_annealed',
+                                                  'stack_annealed', 'scratch_total',
+                                                  'scratch_additional')]
+  return _figure(os.path.join(plot_dir, 'seed003_equal_flops.png'), [
+      lambda ax: _curves(ax, [r for r in arms if r], f'+{n}, seed {seed}',
+                         runs.get(f'base_stable_s{seed}')),
+      lambda ax: _profiles(ax, analysis.base_norms(runs))])
+
+
+def equal_flops(runs, plot_dir):
+  """experiments/seed003/equal_flops.py: per-seed losses, growth - scratch at
+  equal additional and equal total FLOPs paired by seed, the FLOPs check,
+  and the bases' layer-wise norms."""
+  seeds, budgets = analysis.equal_flops_seeds(runs)
+  losses = _table(
+      ['run'] + [f'seed {s}' for s in seeds] + ['mean', 'training FLOPs'],
+      [[a['arm']] + [_f(a['losses'].get(s)) for s in seeds] +
+       [_f(_mean(a['losses'].values())), _f(a['flops'], '.4g')]
+       for a in analysis.equal_flops_losses(runs)])
+  gaps = analysis.flops_gaps(runs)
+  check = (f'FLOPs check: scratch_total - (base + growth) is at most '
+           f'{max(abs(g["steps"]) for g in gaps):.2f} steps of scratch over {len(gaps)} pairs.'
+           if gaps else 'FLOPs check: no pair has run yet.')
+  note = ('Final validation loss (nats/token); a - b paired by seed with its 95% t interval; '
+          'the verdict holds the claim (a - b < 0 unless it says otherwise) against the '
+          'interval: agrees if all of it lies in the claim, disagrees if none does. "On par" '
+          '(Fig. 8) has no margin in the paper: there inconclusive is what it predicts. '
+          'Training FLOPs: 3 x forward FLOPs per token x tokens, the base\'s included.')
+  text = '\n\n'.join([losses, _paired_table(analysis.equal_flops_rows(runs)), note, check,
+                       'Layer-wise weight norms of the bases at their last eval (the paper\'s '
+                       'Fig. 2 signature: rising with depth):',
+                       _norm_table(analysis.base_norms(runs))])
+  return ('Growth against scratch at equal FLOPs (Figs. 3, 7, 8; issue 63)', text,
+          [_equal_flops_plot(runs, plot_dir, seeds[0], budgets[-1])])
+
+
 def render(runs, plot_dir):
   """The report's sections (markdown) from {name: run}; plots go to `plot_dir`."""
   os.makedirs(plot_dir, exist_ok=True)
@@ -199,7 +255,8 @@ def render(runs, plot_dir):
              (retention, analysis.retention_rows),
              (lambda r, d: sunk(r, d, 'additional'), lambda r: analysis.sunk_rows(r, 'additional')),
              (lambda r, d: sunk(r, d, 'total'), lambda r: analysis.sunk_rows(r, 'total')),
-             (regime, lambda r: any(re.fullmatch(r'base_s\d+', n) for n in r))]
+             (regime, lambda r: any(re.fullmatch(r'base_s\d+', n) for n in r)),
+             (equal_flops, lambda r: analysis.equal_flops_seeds(r)[0])]
   parts = []
   for section, rows in studies:
     if not rows(runs):
@@ -218,10 +275,20 @@ def _save(runs, out, name):
   return text
 
 
+def _claims(runs):
+  """What the results file adds for equal_flops.py's runs: its comparisons with
+  their verdicts and the FLOPs check, so a reader needs no report code."""
+  if not analysis.equal_flops_seeds(runs)[0]:
+    return {}
+  return dict(equal_flops=analysis.equal_flops_rows(runs), flops_check=analysis.flops_gaps(runs),
+              base_norms=analysis.base_norms(runs))
+
+
 def write(sweep_dir):
   """Writes seed003.md, its plots and seed003.json into `sweep_dir`; returns the markdown."""
   runs = analysis.load(sweep_dir)
-  report.write_results(os.path.join(sweep_dir, RESULTS_FILE), list(runs.values()))
+  report.write_results(os.path.join(sweep_dir, RESULTS_FILE), list(runs.values()),
+                       **_claims(runs))
   return _save(runs, sweep_dir, os.path.basename(sweep_dir.rstrip('/')))
 
 
