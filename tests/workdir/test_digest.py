@@ -45,14 +45,32 @@ def _tree():
           'scalar': np.float32(3.5), 'empty': np.zeros((0, 4), np.float32)}
 
 
-def test_matches_the_numpy_reference_on_any_sharding():
+def _hex(summaries):
+  return [f'{int(a):08x}{int(b):08x}' for (a, b), _ in summaries]
+
+
+@pytest.mark.parametrize('path', [digest.on_device, digest.on_host])
+def test_matches_the_numpy_reference_on_any_sharding(path):
+  """Both paths (on_host: one process, CPU memory; on_device otherwise)."""
   tree = _tree()
-  want = {f"['{k}']": _reference(v) for k, v in tree.items()}
-  assert digest.of_tree(jax.tree_util.tree_map(jnp.asarray, tree)) == want
+  want = [_reference(v) for v in tree.values()]
+  assert _hex(path([jnp.asarray(v) for v in tree.values()])) == want
+  assert _hex(path(list(tree.values()))) == want   # numpy leaves, as check_tree gets
   mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ('a', 'b'))
   sharded = dict(tree, w=jax.device_put(tree['w'], NamedSharding(mesh, P('a', None, 'b'))),
                  count=jax.device_put(tree['count'], NamedSharding(mesh, P())))
-  assert digest.of_tree(sharded) == want
+  assert _hex(path(list(sharded.values()))) == want
+  keys = jax.random.split(jax.random.key(0), 3)
+  assert _hex(path([keys])) == [_reference(jax.random.key_data(keys))]
+  finite = [f for _, f in path([jnp.asarray(v) for v in (
+      np.array([1.0, np.inf], np.float32), np.array([np.nan], ml_dtypes.bfloat16),
+      np.array([1.0], ml_dtypes.bfloat16), np.arange(3))])]
+  assert finite == [False, False, True, True]
+
+
+def test_of_tree_names_every_leaf_by_its_path():
+  tree = _tree()
+  assert digest.of_tree(tree) == {f"['{k}']": _reference(v) for k, v in tree.items()}
 
 
 def test_changes_with_any_element_and_with_order():
