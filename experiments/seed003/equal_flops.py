@@ -42,9 +42,8 @@ pairs the runs by seed with 95 % t intervals and tabulates the bases' norms.
 Size: 14 runs per seed, 42 in all; 440 steps of the 4-layer base and 7,600 of
 the 8-layer model per seed. At the steps' cost in docs/seed003/regime.json
 (0.12 s and 0.17 s a step, measured two runs at a time on the shared 2-core
-machine) that is about 70 minutes of summed run time, about 45 minutes to an
-hour of wall time with --parallel=2 (the regime sweep's 82 minutes ran in 51),
-longer under other jobs' load. `:small` is CI's variant (the `small` plan, a
+machine) that is about 70 minutes of summed run time; the 42 runs took 35
+minutes of wall time with --parallel=2 on 2026-11-28 (docs/seed003.md). `:small` is CI's variant (the `small` plan, a
 few steps, one seed, one n).
 """
 import math
@@ -78,7 +77,7 @@ def _grown_config(p):
 
 def total_steps(p, base, n):
   """Steps of the grown model from scratch whose FLOPs equal `base` steps of the
-  base model plus `n` of the grown one (one tokens per step for all)."""
+  base model plus `n` of the grown one (the same tokens per step for all)."""
   small = common.flops_per_token(common.config_for(p))
   grown = common.flops_per_token(_grown_config(p))
   return n + round(base * small / grown)
