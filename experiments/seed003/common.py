@@ -75,6 +75,15 @@ def plan(arg):
   return PLANS[name]
 
 
+def budget(arg, full, small):
+  """A sweep's budget dict: `small` for `:small`, else `full` (an argument
+  `plan` does not know is an error)."""
+  if (arg or 'full') == 'small':
+    return small
+  plan(arg)
+  return full
+
+
 def get_config(arg=None):
   """The base model's training run (the sweeps override it per run)."""
   return config_for(plan(arg))

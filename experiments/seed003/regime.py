@@ -54,10 +54,7 @@ get_config = common.get_config
 
 def budget(arg=None):
   """dict(seeds, base, more, warmup) of the full sweep or of `:small`."""
-  if (arg or 'full') == 'small':
-    return SMALL
-  common.plan(arg)   # a bad argument is an error
-  return dict(seeds=SEEDS, base=BASE, more=MORE, warmup=WARMUP)
+  return common.budget(arg, dict(seeds=SEEDS, base=BASE, more=MORE, warmup=WARMUP), SMALL)
 
 
 def decay_steps(total):
