@@ -90,10 +90,9 @@ def on_device(leaves):
 
 
 def _host_words(x):
-  """`_words` in numpy, flattened row-major (a 64-bit value's two words in a row)."""
-  if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-    x = jax.random.key_data(x)
-  x = np.asarray(x).reshape(-1)
+  """`_words` of a numpy array, flattened row-major (a 64-bit value's two
+  words in a row)."""
+  x = x.reshape(-1)
   if x.dtype == np.bool_:
     return x.astype(np.uint32)
   if x.dtype.itemsize == 8:
@@ -105,12 +104,15 @@ def on_host(leaves):
   """`on_device`'s summaries computed by numpy, for leaves in host memory."""
   out = []
   for x in leaves:
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+      x = jax.random.key_data(x)
+    x = np.asarray(x)   # once: the words and the finiteness check read it
     words = _host_words(x)
     positions = np.arange(words.size, dtype=np.uint64).astype(np.uint32)   # mod 2**32
     lanes = [np.sum(_fmix(words ^ _fmix(positions ^ np.uint32(seed), np.uint32), np.uint32),
                     dtype=np.uint32) for seed in _SEEDS]
     inexact = jnp.issubdtype(x.dtype, jnp.inexact)
-    out.append((lanes, bool(np.isfinite(np.asarray(x)).all()) if inexact else True))
+    out.append((lanes, bool(np.isfinite(x).all()) if inexact else True))
   return out
 
 
