@@ -6,8 +6,10 @@ import os
 
 import pytest
 
+from experiments import runner, sweep
 from experiments.seed000 import (base, cpt_length, report as seed000_report, staged, table3,
                                  table4, table5, table8)
+from moe_jax.workdir import files
 from tests.experiments import runs
 
 
@@ -100,6 +102,98 @@ def test_table_sweep_small(tmp_path, jax_cache, table):
       for name, _ in entries:
         _numbers(_row(out, kind, name)[2:4])
     assert 'Spearman rho' in out
+
+
+def _made_up_sweep(root, spec, val, train=None, jump=None):
+  """The sweep the launcher plans for `spec`, each run done with made-up rows
+  as a run writes them: its final val_loss `val[name]`, training losses from
+  `train[name]` = (first after tau, last), and its transition's report (the
+  validation loss right after: `jump[name]`)."""
+  spec, planned = sweep.plan(os.path.join(runs.REPO, spec))
+  sweep.write(root, spec, planned)
+  for r in planned:
+    run_dir = os.path.join(root, r.name)
+    tau = r.overrides.get('config.upcycle.step', 0)
+    total = r.overrides.get('config.total_steps', 60)
+    with open(os.path.join(run_dir, 'config.json'), 'w') as f:
+      json.dump(dict(batch_size=8, seq_len=16, total_steps=total, upcycle=dict(step=tau)), f)
+    first, last = (train or {}).get(r.name, (3.0, 2.9))
+    rows = [dict(step=tau + 1, loss=first), dict(step=total, loss=last, val_loss=val[r.name])]
+    with open(os.path.join(run_dir, 'metrics.jsonl'), 'w') as f:
+      f.writelines(json.dumps(row) + '\n' for row in rows)
+    with open(os.path.join(run_dir, runner.STATUS_FILE), 'w') as f:
+      json.dump(dict(state='done', attempts=1, wall_s=1.0), f)
+    if tau:
+      with open(os.path.join(run_dir, 'upcycle_report.json'), 'w') as f:
+        json.dump(dict(loss_before=3.0, loss_after=(jump or {}).get(r.name, 3.0)), f)
+  return planned
+
+
+def _write_report(table, workdir, arg='small'):
+  """What `python -m experiments.seed000.report --table=N` prints, in this
+  process; its plot and its results file as _report checks them."""
+  out = seed000_report.write(table, workdir, arg)
+  assert os.path.getsize(os.path.join(workdir, 'plots', f'table{table}.png')) > 0
+  assert seed000_report.from_results(os.path.join(workdir, f'table{table}.json')) in out
+  return out
+
+
+def test_table8_report_from_made_up_runs(tmp_path):
+  """Every row of `:small` with its initial and final loss, vs copy and eta;
+  both Spearman lines over the three ranked runs (router=copy is expert=copy)."""
+  workdir = str(tmp_path)
+  init = {'expert=copy': 3.1, 'expert=scaled_copy': 3.3, 'router=copy_noise': 3.2}
+  val = {'fixed': 2.8, 'fixed2x': 2.4, 'expert=copy': 2.5, 'expert=scaled_copy': 2.6,
+         'router=copy_noise': 2.7}
+  train = {'expert=copy': (3.0, 2.45), 'expert=scaled_copy': (3.1, 2.4),
+           'router=copy_noise': (3.2, 2.35)}
+  _made_up_sweep(workdir, 'experiments/seed000/table8.py:small', val, train, init)
+  out = _write_report('8', workdir)
+  want = {'expert=copy': ('0.0000', '75.0'), 'expert=scaled_copy': ('0.1000', '50.0'),
+          'router=copy_noise': ('0.2000', '25.0')}
+  for kind, entries in table8.rows('small').items():
+    for name, run in entries:
+      cells = _row(out, kind, name)
+      _numbers(cells[2:4])
+      assert cells[2:6] == [f'{init[run]:.4f}', f'{val[run]:.4f}', *want[run]], cells
+  assert 'Fixed-E 2.8000, Fixed-2E 2.4000' in out
+  # val: ranks (1, 3, 2) against (1, 2, 3); train: the order reversed.
+  assert 'vs terminal loss: val 0.50 [95% CI -1.00, 1.00] (n = 3; seed 000: 0.8' in out
+  assert 'vs terminal loss: train -1.00 [95% CI -1.00, 1.00] (n = 3; seed 000: 0.86' in out
+
+
+def test_cpt_report_from_made_up_runs(tmp_path):
+  """`:small`'s one row per arm with its three losses, eta and the arm against
+  Upcycled; and the disjoint arm's wiring: its CPT reads the cpt part, grown
+  from a run on the pretrain part, so the trainer starts its stream from the
+  beginning (the trainer's side: tests/upcycle/test_cli.py,
+  test_an_upcycled_workdir_trains_on_another_stream_from_its_start)."""
+  workdir = str(tmp_path)
+  val = {'s0_fixed': 2.8, 's0_fixed2x': 2.4, 's0_T=60_up': 2.5, 's0_T=60_annealed': 2.46,
+         's0_T=60_disjoint': 2.6, 's0_annealed_src': 3.0, 's0_pretrain': 3.0}
+  planned = {r.name: r for r in _made_up_sweep(workdir, 'experiments/seed000/cpt_length.py:small',
+                                                val)}
+  out = _write_report('cpt', workdir)
+  (_, c, names), = cpt_length.rows('small')
+  t = cpt_length.budgets('small')[c]
+  assert (c, t) == (2, 60)
+  want = dict(up=('0.75', ''), annealed=('0.85', '-0.0400'), disjoint=('0.50', '+0.1000'))
+  for arm in ('up', 'annealed', 'disjoint'):
+    cells = _row(out, c, t, 'Upcycled' if arm == 'up' else arm)
+    _numbers(cells[4:7])
+    assert cells[3:] == ['1/1', '2.8000 +- 0.0000', '2.4000 +- 0.0000',
+                         f'{val[names[arm]]:.4f} +- 0.0000', '+0.4000', *want[arm]], cells
+  # The launcher trains the disjoint arm on the cpt part, from the pretrain run at tau.
+  disjoint = planned[names['disjoint']]
+  assert disjoint.parents == ('s0_pretrain',)
+  argv = dict(runner.commands(workdir, '', disjoint.name, disjoint.overrides))['train']
+  assert '--config.data.part=cpt' in argv
+  argv = dict(runner.commands(workdir, '', 's0_pretrain', planned['s0_pretrain'].overrides))
+  assert '--config.data.part=pretrain' in argv['train']
+  pretrain, cpt = (cpt_length.get_config('small') for _ in range(2))
+  pretrain.data.part, cpt.data.part = 'pretrain', 'cpt'
+  assert files.diffs(json.loads(pretrain.to_json()), cpt) == [
+      "data.part: workdir 'pretrain' vs requested 'cpt'"]
 
 
 def test_quickstart_small(tmp_path, jax_cache):
