@@ -51,7 +51,10 @@ _ARGS = {'4': 'small,allocation=proportional', '5': 'small,top_k=1'}
 _FILES = {'cpt': 'cpt_length'}
 
 
-@pytest.mark.parametrize('table', ['3', '4', '5', '8', 'cpt'])
+# 8 and cpt (~30 s and ~40 s of CPU) are slow: their report from made-up runs is
+# test_table8_report_from_made_up_runs and test_cpt_report_from_made_up_runs.
+@pytest.mark.parametrize('table', ['3', '4', '5', pytest.param('8', marks=pytest.mark.slow),
+                                   pytest.param('cpt', marks=pytest.mark.slow)])
 def test_table_sweep_small(tmp_path, jax_cache, table):
   workdir = str(tmp_path / 'sweep')
   arg = _ARGS.get(table, 'small')
