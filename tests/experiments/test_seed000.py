@@ -1,6 +1,7 @@
 """Seed 000's studies end to end at `:small` size: each sweep launches, every
 run finishes, and its report has every row with numbers (CI-sized; the
-full-size runs and their results are in docs/seed000.md)."""
+full-size runs and their results are in docs/seed000.md). Tables 8 and cpt
+launch under `-m slow`; their reports run here on made-up runs."""
 import json
 import os
 
