@@ -1,7 +1,11 @@
-"""Tiny sweeps for the launcher tests, and a way to launch them as a user would."""
+"""Tiny sweeps for the launcher tests, a way to launch them as a user would,
+and made-up finished sweeps for the reports."""
+import json
 import os
 import subprocess
 import sys
+
+from experiments import runner, sweep
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -51,3 +55,21 @@ def run(module, *args, cache_dir, **extra_env):
   proc = start(module, *args, cache_dir=cache_dir, **extra_env)
   out, err = proc.communicate(timeout=600)
   return proc.returncode, out, err
+
+
+def made_up_sweep(root, spec, rows, config):
+  """The sweep the launcher plans for `spec` (a config path in the
+  repository, with its argument), written where and as the launcher writes
+  it, each run finished with the metrics rows `rows(run)` and the config
+  `config(run)`: a report's input without training. Returns the planned runs."""
+  spec, planned = sweep.plan(os.path.join(REPO, spec))
+  sweep.write(root, spec, planned)
+  for r in planned:
+    run_dir = os.path.join(root, r.name)
+    with open(os.path.join(run_dir, 'config.json'), 'w') as f:
+      json.dump(config(r), f)
+    with open(os.path.join(run_dir, 'metrics.jsonl'), 'w') as f:
+      f.writelines(json.dumps(row) + '\n' for row in rows(r))
+    with open(os.path.join(run_dir, runner.STATUS_FILE), 'w') as f:
+      json.dump(dict(state='done', attempts=1, wall_s=1.0), f)
+  return planned

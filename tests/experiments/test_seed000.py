@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from experiments import runner, sweep
+from experiments import runner
 from experiments.seed000 import (base, cpt_length, report as seed000_report, staged, table3,
                                  table4, table5, table8)
 from moe_jax.workdir import files
@@ -109,26 +109,21 @@ def test_table_sweep_small(tmp_path, jax_cache, table):
 
 
 def _made_up_sweep(root, spec, val, train=None, jump=None):
-  """The sweep the launcher plans for `spec`, each run done with made-up rows
-  as a run writes them: its final val_loss `val[name]`, training losses from
-  `train[name]` = (first after tau, last), and its transition's report (the
-  validation loss right after: `jump[name]`)."""
-  spec, planned = sweep.plan(os.path.join(runs.REPO, spec))
-  sweep.write(root, spec, planned)
-  for r in planned:
-    run_dir = os.path.join(root, r.name)
-    tau = r.overrides.get('config.upcycle.step', 0)
-    total = r.overrides.get('config.total_steps', 60)
-    with open(os.path.join(run_dir, 'config.json'), 'w') as f:
-      json.dump(dict(batch_size=8, seq_len=16, total_steps=total, upcycle=dict(step=tau)), f)
+  """runs.made_up_sweep with each run's final val_loss `val[name]`, training
+  losses from `train[name]` = (first after tau, last), and its transition's
+  report (the validation loss right after: `jump[name]`)."""
+  tau = lambda r: r.overrides.get('config.upcycle.step', 0)
+  total = lambda r: r.overrides.get('config.total_steps', 60)
+
+  def rows(r):
     first, last = (train or {}).get(r.name, (3.0, 2.9))
-    rows = [dict(step=tau + 1, loss=first), dict(step=total, loss=last, val_loss=val[r.name])]
-    with open(os.path.join(run_dir, 'metrics.jsonl'), 'w') as f:
-      f.writelines(json.dumps(row) + '\n' for row in rows)
-    with open(os.path.join(run_dir, runner.STATUS_FILE), 'w') as f:
-      json.dump(dict(state='done', attempts=1, wall_s=1.0), f)
-    if tau:
-      with open(os.path.join(run_dir, 'upcycle_report.json'), 'w') as f:
+    return [dict(step=tau(r) + 1, loss=first),
+            dict(step=total(r), loss=last, val_loss=val[r.name])]
+  planned = runs.made_up_sweep(root, spec, rows, lambda r: dict(
+      batch_size=8, seq_len=16, total_steps=total(r), upcycle=dict(step=tau(r))))
+  for r in planned:
+    if tau(r):
+      with open(os.path.join(root, r.name, 'upcycle_report.json'), 'w') as f:
         json.dump(dict(loss_before=3.0, loss_after=(jump or {}).get(r.name, 3.0)), f)
   return planned
 

@@ -8,7 +8,8 @@ import pytest
 
 from experiments import hyper, sweep
 from experiments.seed001 import report as seed001_report
-from experiments.seed002 import common, dstar_seeds, fits, grid, report as seed002_report
+from experiments.seed002 import (ablations, common, dstar_seeds, fits, grid,
+                                 report as seed002_report)
 from moe_jax.scaling_laws import forms, presets, table
 from tests.experiments import runs
 
@@ -138,7 +139,9 @@ def _number(cell):
   return float(cell.split()[0])   # raises for '-' (a run without a result)
 
 
-@pytest.mark.parametrize('study', ['grid', 'ablations'])
+# ablations (8 launched runs, ~50 s of CPU) is slow: its plan and its report
+# from made-up runs are test_seed002_ablations_*; grid launches in every run.
+@pytest.mark.parametrize('study', ['grid', pytest.param('ablations', marks=pytest.mark.slow)])
 def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch):
   monkeypatch.chdir(runs.REPO)   # upcycle.config paths are relative to the repository
   workdir = _launch(tmp_path, f'experiments/seed002/{study}.py:small', jax_cache)
@@ -165,6 +168,57 @@ def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch)
   assert len([p for p in pngs if p.startswith('seed002_')]) == 2
   # The results file alone rebuilds every section (the fits are seeded).
   assert seed002_report.rebuild(os.path.join(workdir, f'seed002_{study}.json')) in text
+
+
+@pytest.mark.parametrize('arg', ['small', ''])
+def test_seed002_ablations_upcycle_one_dense_source_under_three_lrs(arg):
+  points = _plan(f'experiments/seed002/ablations.py:{arg}')
+  s = ablations.steps(arg)
+  source = f'dense_D1={s["d1"]}'
+  assert points[source]['resume_from'] == hyper.run('dense_wsd', step=s['d1'] - s['d1'] // 5)
+  lrs = {}
+  for name in ablations.LR_ARMS:
+    arm = points[name]
+    assert arm['upcycle.src'] == hyper.run(source, step=s['d1'])
+    assert (arm['config.total_steps'], arm['config.moe.num_experts']) == (s['up'], 8)
+    lrs[name] = (arm['config.opt.lr'], arm.get('config.opt.schedule', 'wsd'))
+  assert lrs == {'lr=const': (common.LR_DENSE * common.FINAL_LR_FRACTION, 'constant'),
+                 'lr=dense': (common.LR_DENSE, 'wsd'), 'lr=moe': (common.LR_MOE, 'wsd')}
+  assert points['lr=const']['config.opt.warmup_steps'] == 0
+  for kind in ('dense', 'moe'):
+    wsd, cosine = points[f'{kind}_wsd'], points[f'{kind}_cosine']
+    assert cosine.pop('config.opt.schedule') == 'cosine' and 'config.opt.schedule' not in wsd
+    assert {k: v for k, v in wsd.items() if k not in ('name', 'config.checkpoint_every_steps',
+                                                       'config.ckpt.keep_every')} == {
+        k: v for k, v in cosine.items() if k not in ('name', 'config.checkpoint_every_steps',
+                                                      'config.ckpt.keep_every')}
+    assert wsd['config.total_steps'] == s['long']
+
+
+def test_seed002_ablations_report_from_made_up_runs(tmp_path):
+  """Each arm's final validation loss in its row and column, both plots, and
+  the results file rebuilding the report."""
+  val = {'dense_wsd': 2.50, 'dense_D1=5': 2.90, 'lr=const': 2.31, 'lr=dense': 2.22,
+         'lr=moe': 2.13, 'dense_cosine': 2.52, 'moe_wsd': 2.40, 'moe_cosine': 2.45}
+
+  def rows(r):   # a train row per step, the last also evaluated
+    total = r.overrides['config.total_steps']
+    return [dict(step=t, loss=3.0 - t / 100, lr=1e-3, **({'val_loss': val[r.name]} if t == total
+                                                          else {})) for t in range(1, total + 1)]
+  workdir = str(tmp_path)
+  runs.made_up_sweep(workdir, 'experiments/seed002/ablations.py:small', rows,
+                     lambda r: dict(batch_size=8, seq_len=128, total_steps=len(rows(r))))
+  text = seed002_report.write('ablations', workdir, 'small')
+  assert len(_sections(text)) == 2
+  lr_rows = {row[0]: row[1:] for row in _cells(text) if row[1].startswith('lr=')}
+  assert lr_rows == {label: [name, f'{val[name]:.4f}'] for name, label in
+                     ablations.LR_ARMS.items()}
+  sched = {row[0]: row[1:] for row in _cells(text) if row[0] in ('dense', 'moe')}
+  assert sched == {'dense': ['2.5000', '2.5200'], 'moe': ['2.4000', '2.4500']}
+  pngs = os.listdir(os.path.join(workdir, 'plots'))
+  assert sorted(p for p in pngs if p.startswith('seed002_')) == ['seed002_lr.png',
+                                                                  'seed002_schedules.png']
+  assert seed002_report.rebuild(os.path.join(workdir, 'seed002_ablations.json')) in text
 
 
 @pytest.mark.slow   # 6 launched runs; the plan and report tests of test_seed002_refit.py
