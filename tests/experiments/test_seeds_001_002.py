@@ -1,6 +1,7 @@
 """Seeds 001 and 002 as experiments: the sweeps plan what their docstrings say,
 the fits recover a law from a table made by it (slow), and every `:small`
-sweep runs end to end into a report with its rows."""
+sweep runs end to end into a report with its rows (seed 002's ablations
+under `-m slow`; here its report from made-up runs)."""
 import os
 
 import numpy as np
