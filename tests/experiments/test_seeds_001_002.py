@@ -198,14 +198,15 @@ def test_seed002_ablations_upcycle_one_dense_source_under_three_lrs(arg):
 
 def test_seed002_ablations_report_from_made_up_runs(tmp_path):
   """Each arm's final validation loss in its row and column, both plots, and
-  the results file rebuilding the report."""
+  the results file rebuilding the report, every section of it."""
   val = {'dense_wsd': 2.50, 'dense_D1=5': 2.90, 'lr=const': 2.31, 'lr=dense': 2.22,
          'lr=moe': 2.13, 'dense_cosine': 2.52, 'moe_wsd': 2.40, 'moe_cosine': 2.45}
 
-  def rows(r):   # a train row per step, the last also evaluated
+  def rows(r):   # a train row per step; an early eval (9.99, not final) and the last
     total = r.overrides['config.total_steps']
-    return [dict(step=t, loss=3.0 - t / 100, lr=1e-3, **({'val_loss': val[r.name]} if t == total
-                                                          else {})) for t in range(1, total + 1)]
+    evals = {2: 9.99, total: val[r.name]}
+    return [dict(step=t, loss=3.0 - t / 100, lr=1e-3,
+                 **({'val_loss': evals[t]} if t in evals else {})) for t in range(1, total + 1)]
   workdir = str(tmp_path)
   runs.made_up_sweep(workdir, 'experiments/seed002/ablations.py:small', rows,
                      lambda r: dict(batch_size=8, seq_len=128, total_steps=len(rows(r))))
@@ -219,7 +220,9 @@ def test_seed002_ablations_report_from_made_up_runs(tmp_path):
   pngs = os.listdir(os.path.join(workdir, 'plots'))
   assert sorted(p for p in pngs if p.startswith('seed002_')) == ['seed002_lr.png',
                                                                   'seed002_schedules.png']
-  assert seed002_report.rebuild(os.path.join(workdir, 'seed002_ablations.json')) in text
+  # The rebuild is the whole report between its title and its plots, not a part of it.
+  rebuilt = seed002_report.rebuild(os.path.join(workdir, 'seed002_ablations.json'))
+  assert text.split('\n\n', 1)[1].split('![')[0] == rebuilt
 
 
 @pytest.mark.slow   # 6 launched runs; the plan and report tests of test_seed002_refit.py
