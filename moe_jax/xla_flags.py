@@ -1,4 +1,5 @@
-"""The XLA:CPU scheduler flag that rematerialization needs, set before the backend starts.
+"""The XLA:CPU scheduler flag that rematerialization needs, set before the
+backend starts; and `accepted`, whether this jaxlib knows a flag at all.
 
 XLA:CPU orders a step's ops breadth-first by default
 (--xla_cpu_enable_concurrency_optimized_scheduler=true, for concurrency): each
@@ -14,9 +15,15 @@ XLA_FLAGS already names the flag (the user's choice stands), when remat is
 flag is unread.
 """
 import os
+import subprocess
+import sys
 
 NAME = 'xla_cpu_enable_concurrency_optimized_scheduler'
 FLAG = f'--{NAME}=false'
+# XLA:CPU's legacy (LLVM IR) fusion emitters: tiny programs compile in about
+# half the CPU time of the MLIR emitters (tests/conftest.py). Newer jaxlibs may
+# not know the flag: ask `accepted` before setting it.
+LEGACY_EMITTERS = '--xla_cpu_use_fusion_emitters=false'
 # What for_remat did in this process: 'set', 'user' (XLA_FLAGS names the flag),
 # 'late' (a backend had started), or '' (not needed / not called).
 _done = {'action': ''}
@@ -63,3 +70,15 @@ def describe(remat):
     return f'XLA_FLAGS --{NAME}={value}' + ('' if saves else ': remat frees no memory on XLA:CPU')
   return (f'XLA:CPU\'s default scheduler keeps what remat drops (remat frees no memory): '
           f'set XLA_FLAGS={FLAG} before the process starts')
+
+
+def accepted(flag):
+  """Whether this jaxlib's XLA accepts `flag` (e.g. '--xla_cpu_...=false'),
+  asked of a probe process on the CPU backend: XLA aborts a process whose
+  XLA_FLAGS names a flag it does not know, and flags come and go between
+  versions. About a second, so callers ask once and pass the answer on in
+  XLA_FLAGS."""
+  env = dict(os.environ, XLA_FLAGS=flag, JAX_PLATFORMS='cpu')
+  probe = subprocess.run([sys.executable, '-c', 'import jax; jax.devices()'], env=env,
+                         capture_output=True, check=False, timeout=120)
+  return probe.returncode == 0

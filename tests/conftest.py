@@ -17,6 +17,8 @@ import tempfile
 
 import pytest
 
+from moe_jax import xla_flags
+
 # Each appended unless the caller's XLA_FLAGS name it, so that flags of the
 # caller's (--xla_cpu_max_isa=AVX2, as fresh-clone-check --avx2 sets, a
 # stand-in for another CPU) keep them:
@@ -26,11 +28,20 @@ import pytest
 #    compile (tests/train/test_memory_paths.py's step: 8.4 -> 4.7 s on 2
 #    cores). They change how XLA:CPU's kernels are optimised, not what they
 #    compute; no test times anything.
+#  - the legacy (LLVM IR) fusion emitters, where this jaxlib still has them:
+#    they compile the suite's programs in about half the CPU time of the MLIR
+#    ones (three tiny train steps of tests/train/test_memory_paths.py: 23.4 ->
+#    12.1 s of CPU; the same losses). A jaxlib without the flag would abort
+#    on it, so a probe process asks first (xla_flags.accepted); xdist workers
+#    and the processes tests start inherit the answer in XLA_FLAGS.
 _TEST_FLAGS = ('--xla_force_host_platform_device_count=8', '--xla_backend_optimization_level=0',
                '--xla_llvm_disable_expensive_passes=true')
-os.environ['XLA_FLAGS'] = ' '.join([os.environ.get('XLA_FLAGS', '')] + [
-    flag for flag in _TEST_FLAGS
-    if flag.split('=')[0] not in os.environ.get('XLA_FLAGS', '')]).strip()
+_flags = os.environ.get('XLA_FLAGS', '')
+_missing = [flag for flag in _TEST_FLAGS if flag.split('=')[0] not in _flags]
+_emitters = xla_flags.LEGACY_EMITTERS
+if _emitters.split('=')[0] not in _flags and xla_flags.accepted(_emitters):
+  _missing.append(_emitters)
+os.environ['XLA_FLAGS'] = ' '.join([_flags] + _missing).strip()
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 # `with mesh:` is deprecated (jax.set_mesh replaces it): make it raise in every
 # test and every process a test starts, where the static check of

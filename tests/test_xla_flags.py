@@ -86,3 +86,10 @@ def test_finetune_config_starts_no_backend(tmp_path):
                         env=dict(os.environ, PYTHONPATH=REPO), timeout=300)
   assert proc.returncode == 0, proc.stderr
   assert proc.stdout.split() == ['full', 'True', 'False']
+
+
+def test_accepted_asks_this_jaxlib():
+  """A flag XLA has long had passes the probe; one it never had (which would
+  abort the process that names it) does not."""
+  assert xla_flags.accepted('--xla_backend_optimization_level=0')
+  assert not xla_flags.accepted('--xla_cpu_no_such_flag=false')
