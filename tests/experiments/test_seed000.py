@@ -1,7 +1,7 @@
 """Seed 000's studies end to end at `:small` size: each sweep launches, every
 run finishes, and its report has every row with numbers (CI-sized; the
-full-size runs and their results are in docs/seed000.md). Tables 8 and cpt
-launch under `-m slow`; their reports run here on made-up runs."""
+full-size runs and their results are in docs/seed000.md); the reports of
+Tables 8 and cpt also on made-up runs, cell by cell."""
 import json
 import os
 
@@ -52,10 +52,7 @@ _ARGS = {'4': 'small,allocation=proportional', '5': 'small,top_k=1'}
 _FILES = {'cpt': 'cpt_length'}
 
 
-# 8 and cpt (~30 s and ~40 s of CPU) are slow: their report from made-up runs is
-# test_table8_report_from_made_up_runs and test_cpt_report_from_made_up_runs.
-@pytest.mark.parametrize('table', ['3', '4', '5', pytest.param('8', marks=pytest.mark.slow),
-                                   pytest.param('cpt', marks=pytest.mark.slow)])
+@pytest.mark.parametrize('table', ['3', '4', '5', '8', 'cpt'])
 def test_table_sweep_small(tmp_path, jax_cache, table):
   workdir = str(tmp_path / 'sweep')
   arg = _ARGS.get(table, 'small')

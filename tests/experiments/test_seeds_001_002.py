@@ -1,7 +1,7 @@
 """Seeds 001 and 002 as experiments: the sweeps plan what their docstrings say,
 the fits recover a law from a table made by it (slow), and every `:small`
 sweep runs end to end into a report with its rows (seed 002's ablations
-under `-m slow`; here its report from made-up runs)."""
+report also on made-up runs, cell by cell)."""
 import os
 
 import numpy as np
@@ -140,9 +140,7 @@ def _number(cell):
   return float(cell.split()[0])   # raises for '-' (a run without a result)
 
 
-# ablations (8 launched runs, ~50 s of CPU) is slow: its plan and its report
-# from made-up runs are test_seed002_ablations_*; grid launches in every run.
-@pytest.mark.parametrize('study', ['grid', pytest.param('ablations', marks=pytest.mark.slow)])
+@pytest.mark.parametrize('study', ['grid', 'ablations'])
 def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch):
   monkeypatch.chdir(runs.REPO)   # upcycle.config paths are relative to the repository
   workdir = _launch(tmp_path, f'experiments/seed002/{study}.py:small', jax_cache)
