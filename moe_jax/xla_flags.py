@@ -79,6 +79,9 @@ def accepted(flag):
   versions. About a second, so callers ask once and pass the answer on in
   XLA_FLAGS."""
   env = dict(os.environ, XLA_FLAGS=flag, JAX_PLATFORMS='cpu')
-  probe = subprocess.run([sys.executable, '-c', 'import jax; jax.devices()'], env=env,
-                         capture_output=True, check=False, timeout=120)
+  try:
+    probe = subprocess.run([sys.executable, '-c', 'import jax; jax.devices()'], env=env,
+                           capture_output=True, check=False, timeout=120)
+  except subprocess.TimeoutExpired:   # a hung probe vouches for nothing
+    return False
   return probe.returncode == 0
