@@ -43,8 +43,8 @@ Size: 14 runs per seed, 42 in all; 440 steps of the 4-layer base and 7,600 of
 the 8-layer model per seed. At the steps' cost in docs/seed003/regime.json
 (0.12 s and 0.17 s a step, measured two runs at a time on the shared 2-core
 machine) that is about 70 minutes of summed run time; the 42 runs took 35
-minutes of wall time with --parallel=2 on 2026-11-28 (docs/seed003.md). `:small` is CI's variant (the `small` plan, a
-few steps, one seed, one n).
+minutes of wall time with --parallel=2 on 2026-11-28 (docs/seed003.md).
+`:small` is CI's variant (the `small` plan, a few steps, one seed, one n).
 """
 import math
 

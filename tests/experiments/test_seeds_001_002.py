@@ -184,13 +184,12 @@ def test_seed002_ablations_upcycle_one_dense_source_under_three_lrs(arg):
   assert lrs == {'lr=const': (common.LR_DENSE * common.FINAL_LR_FRACTION, 'constant'),
                  'lr=dense': (common.LR_DENSE, 'wsd'), 'lr=moe': (common.LR_MOE, 'wsd')}
   assert points['lr=const']['config.opt.warmup_steps'] == 0
+  bookkeeping = ('name', 'config.checkpoint_every_steps', 'config.ckpt.keep_every')
+  training = lambda point: {k: v for k, v in point.items() if k not in bookkeeping}
   for kind in ('dense', 'moe'):
     wsd, cosine = points[f'{kind}_wsd'], points[f'{kind}_cosine']
     assert cosine.pop('config.opt.schedule') == 'cosine' and 'config.opt.schedule' not in wsd
-    assert {k: v for k, v in wsd.items() if k not in ('name', 'config.checkpoint_every_steps',
-                                                       'config.ckpt.keep_every')} == {
-        k: v for k, v in cosine.items() if k not in ('name', 'config.checkpoint_every_steps',
-                                                      'config.ckpt.keep_every')}
+    assert training(wsd) == training(cosine)
     assert wsd['config.total_steps'] == s['long']
 
 
