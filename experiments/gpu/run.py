@@ -111,11 +111,13 @@ def _wait(proc):
 
 
 def _env(**extra):
-  """The commands' environment: this repository first, and no XLA_FLAGS but
-  what a step sets (`extra`, recorded with its command), so a caller's flags
-  (a test's 8 fake CPU devices) change nothing."""
+  """The commands' environment: this repository first on the caller's
+  PYTHONPATH (which may hold packages carried to the device), and no XLA_FLAGS
+  but what a step sets (`extra`, recorded with its command), so a caller's
+  flags (a test's 8 fake CPU devices) change nothing."""
   env = {k: v for k, v in os.environ.items() if k != 'XLA_FLAGS'}
-  return dict(env, PYTHONPATH=_REPO, **extra)
+  path = os.pathsep.join(p for p in (_REPO, os.environ.get('PYTHONPATH')) if p)
+  return dict(env, PYTHONPATH=path, **extra)
 
 
 def _json_line(result):
@@ -163,7 +165,10 @@ def step_tests(ctx):
   """pytest on the GPU subset, with the two memory plans compiling beside it."""
   budget = ctx.budget['tests']
   # Compile-only processes: they allocate nothing, so the GPU stays the tests'.
-  quiet = ctx.env(XLA_PYTHON_CLIENT_PREALLOCATE='false')
+  # tests/conftest.py defaults JAX_PLATFORMS to cpu, which would skip every
+  # device test: on the device the tests name the GPU.
+  platforms = {} if ctx.dry_run else dict(JAX_PLATFORMS='cuda,cpu')
+  quiet = ctx.env(XLA_PYTHON_CLIENT_PREALLOCATE='false', **platforms)
   plans = {name: _run(_py('moe_jax.plan', '--memory', ctx.config(name)), budget, quiet,
                       background=True) for name in ('workflow', '10layer')}
   junit = os.path.join(ctx.out, 'tests.xml')
