@@ -3,7 +3,7 @@
   python -m moe_jax.main --config=experiments/gpu/config.py:workflow --workdir=DIR
   python -m moe_jax.plan --memory --config=experiments/gpu/config.py:10layer
 
-`workflow`: an MoE of about 90M parameters (d_model 512, 12 layers, GQA 8/4
+`workflow`: an MoE of about 85M parameters (d_model 512, 12 scanned layers, GQA 8/4
 heads, 4 experts of width 1024 in every layer, top-2) on the default corpus,
 grown in the run to 8 experts (expand_experts) at tau = total_steps / 2:
 about 160M after. Every layer is MoE, the router Mixtral's (no selection
@@ -25,7 +25,7 @@ def get_config(arg='workflow'):
   config = common.base()
   common.apply_preset(config, 'tiny')
   config.model.update(d_model=512, num_layers=12, num_heads=8, num_kv_heads=4, head_dim=64,
-                      d_ff=1024, dtype='bfloat16')
+                      d_ff=1024, dtype='bfloat16', scan_layers=True)
   config.moe.update(num_experts=4, top_k=2, d_ff=1024, every=1, use_bias=False,
                     balance_loss_weight=0.01)
   steps = 200

@@ -1,4 +1,4 @@
-r"""The GPU session's one prepared call: tests, workflow, speed rows, memory.
+r"""The GPU session's one prepared call: workflow, tests, speed rows, memory.
 
   python -m experiments.gpu.run --out=DIR              # first thing on a lent GPU
   python -m experiments.gpu.run --out=DIR --dry_run    # the same steps, tiny, on CPU
@@ -6,28 +6,32 @@ r"""The GPU session's one prepared call: tests, workflow, speed rows, memory.
 Runs each step as subprocesses of the real commands, time-bounded, and
 writes DIR/gpu_run.json after every step (provenance: commit, dirty flag,
 versions, device, date, command), so a call cut short keeps what finished.
-A failed or timed-out step is recorded and the next one runs.
+Every command's whole output lands in DIR/logs/. A failed or timed-out step
+is recorded and the next one runs; a command past its time gets SIGABRT
+first, so Python's faulthandler prints where each thread was (`abort_trace`).
 
-  tests     the GPU test subset (kernels, attention, loss) under pytest; beside
-            it, `plan --memory` of the workflow's model and of `10layer` at
-            16 x 1024 (memory: the compiled step's memory_analysis on this
-            backend), which compile only
   workflow  experiments/gpu/config.py:workflow (~90M parameters, MoE 4 -> 8
             experts at tau in the run): an uninterrupted run, then one that
             gets SIGTERM after tau (experiments/gpu/term_at.py) resumed by
-            the same command; the losses of every step compared; `evaluate`; `export_hf`; the export's logits in
-            transformers against moe_jax's (experiments/gpu/hf_logits.py)
-  speed     experiments.bench.mesh_step on one device: `10layer`, 16
-            sequences, pallas_mosaic_gpu, attention reference / cudnn /
-            pallas; the loss fused whole and fused in chunks of 4096 (the
-            baseline: the reference row before); seed 002's 8x0.5b at 8
-            sequences, attention reference / cudnn. MFU by the repository's
-            count and with the output projection (mesh_step's `mfu`,
+            the same command; the losses of every step compared; `evaluate`;
+            `export_hf`; the export's logits in transformers against
+            moe_jax's (experiments/gpu/hf_logits.py)
+  tests     the GPU test subset (kernels, attention, loss) under pytest, and
+            `plan --memory` of the workflow's model and of `10layer` at
+            16 x 1024 (memory: the compiled step's memory_analysis on this
+            backend). They start with the workflow and run beside it:
+            compiling is most of every command's time there, and it is
+            CPU work on a host of many cores.
+  speed     experiments.bench.mesh_step on one device, each step one call so
+            its rows are each other's baselines: `10layer`, 16 sequences,
+            pallas_mosaic_gpu, attention reference / cudnn x the fused loss
+            whole / in chunks of 4096; seed 002's 8x0.5b at 8 sequences,
+            attention reference / cudnn. MFU by the repository's count and
+            with the output projection (mesh_step's `mfu`,
             `mfu_with_logits`), and the device's peak bytes in use.
 
---dry_run runs every step at tiny shapes on the CPU, one row per speed step
-(`collect-only` for the tests; cudnn attention as its XLA twin; no pallas
-row, whose interpret mode is slow), its commands under XLA:CPU's quick
+--dry_run runs every step at tiny shapes on the CPU (`collect-only` for the
+tests; cudnn attention as its XLA twin), its commands under XLA:CPU's quick
 compile flags (DRY_XLA_FLAGS): what tests/experiments/test_gpu_run.py runs.
 """
 import argparse
@@ -54,10 +58,15 @@ TESTS = ['tests/kernels/test_device.py', 'tests/kernels/test_gmm_mgpu.py',
          'tests/models/test_losses.py']
 TESTS_DESELECT = 'not (float32 and device_tiles)'
 
-# Seconds per step on the device (8 minutes in all), and in the dry run,
-# where they only stop a hung command (a shared CPU may be slow).
-BUDGET = dict(tests=110, workflow=170, speed_attention=100, speed_loss=60, speed_8x05b=50)
-DRY_BUDGET = dict(tests=300, workflow=300, speed_attention=300, speed_loss=300, speed_8x05b=300)
+# Seconds per step on the device (9 minutes in all: tests run beside the
+# workflow), and in the dry run, where they only stop a hung command (a shared
+# CPU may be slow). From the first H200 call (docs/benchmarks.md, 2026-11-28):
+# the unscanned workflow's first step took 36-39 s, a `10layer` row about 60
+# s with its compile, and 110 s ran a third of the tests.
+BUDGET = dict(workflow=270, tests=270, speed_10layer=200, speed_8x05b=60)
+DRY_BUDGET = dict(workflow=300, tests=300, speed_10layer=300, speed_8x05b=300)
+# After SIGABRT, how long faulthandler gets to print before SIGKILL.
+_ABORT_GRACE_S = 20
 # The dry run's programs are tiny, so compiling them is most of its time;
 # these (tests/conftest.py's) cut its CPU time 69 -> 51 s and change no result.
 # The legacy fusion emitters join them where this jaxlib has them (`Context`).
@@ -82,15 +91,15 @@ def _stop(signum, frame):
   sys.exit(128 + signum)
 
 
-def _run(cmd, timeout, env=None, background=False):
-  """Runs cmd (a list) in its own process group; {cmd, rc, seconds, timed_out,
-  stdout, tail}. background=True returns the Popen to `_wait` on instead."""
-  env = env or _env()
+def _run(cmd, timeout, env, log, background=False):
+  """Runs cmd (a list) in its own process group, its output kept whole in the
+  file `log`; {cmd, rc, seconds, timed_out, stdout, tail}. background=True
+  returns the Popen to `_wait` on instead."""
   proc = subprocess.Popen(cmd, cwd=_REPO, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, start_new_session=True,
                           preexec_fn=_die_with_parent)
   _LIVE.add(proc.pid)
-  proc.started, proc.timeout = time.monotonic(), timeout
+  proc.started, proc.timeout, proc.log = time.monotonic(), timeout, log
   proc.env_set = {k: v for k, v in env.items() if k != 'PYTHONPATH' and os.environ.get(k) != v}
   return proc if background else _wait(proc)
 
@@ -100,14 +109,26 @@ def _wait(proc):
     out, _ = proc.communicate(timeout=max(1, proc.timeout - (time.monotonic() - proc.started)))
     timed_out = False
   except subprocess.TimeoutExpired:
-    os.killpg(proc.pid, signal.SIGKILL)
-    out, _ = proc.communicate()
+    # faulthandler (PYTHONFAULTHANDLER, `_env`) prints every thread's stack
+    # on SIGABRT: a timed-out command says where it was stuck.
+    os.killpg(proc.pid, signal.SIGABRT)
+    try:
+      out, _ = proc.communicate(timeout=_ABORT_GRACE_S)
+    except subprocess.TimeoutExpired:
+      os.killpg(proc.pid, signal.SIGKILL)
+      out, _ = proc.communicate()
     timed_out = True
   _LIVE.discard(proc.pid)
-  return dict(cmd=shlex.join(['python', *proc.args[1:]]), env=proc.env_set,
-              rc=proc.returncode, timed_out=timed_out,
-              seconds=round(time.monotonic() - proc.started, 1), stdout=out,
-              tail=out[-1500:])
+  os.makedirs(os.path.dirname(proc.log), exist_ok=True)
+  with open(proc.log, 'w') as f:
+    f.write(out)
+  result = dict(cmd=shlex.join(['python', *proc.args[1:]]), env=proc.env_set,
+                rc=proc.returncode, timed_out=timed_out,
+                seconds=round(time.monotonic() - proc.started, 1), stdout=out,
+                tail=out[-1500:])
+  if timed_out and 'Fatal Python error' in out:
+    result['abort_trace'] = out[out.rindex('Fatal Python error'):][:6000]
+  return result
 
 
 def _env(**extra):
@@ -117,7 +138,7 @@ def _env(**extra):
   flags (a test's 8 fake CPU devices) change nothing."""
   env = {k: v for k, v in os.environ.items() if k != 'XLA_FLAGS'}
   path = os.pathsep.join(p for p in (_REPO, os.environ.get('PYTHONPATH')) if p)
-  return dict(env, PYTHONPATH=path, **extra)
+  return dict(env, PYTHONPATH=path, PYTHONFAULTHANDLER='1', **extra)
 
 
 def _json_line(result):
@@ -150,6 +171,7 @@ class Context:
     self.dry_flags = ''
     if dry_run:
       self.dry_flags = DRY_XLA_FLAGS + (f' {LEGACY_EMITTERS}' if accepted(LEGACY_EMITTERS) else '')
+    self.tests = None   # `start_tests`' processes while they run
 
   def config(self, name):
     return f'--config={_CONFIG}:{name}{self.tiny}'
@@ -160,24 +182,37 @@ class Context:
     flags = ' '.join(f for f in (self.dry_flags, xla_flags) if f)
     return _env(**extra, **({'XLA_FLAGS': flags} if flags else {}))
 
+  def run(self, name, cmd, timeout, env=None, background=False):
+    """`_run` with its output kept in DIR/logs/NAME.txt."""
+    log = os.path.join(self.out, 'logs', f'{name}.txt')
+    return _run(cmd, timeout, env or self.env(), log, background)
 
-def step_tests(ctx):
-  """pytest on the GPU subset, with the two memory plans compiling beside it."""
+
+def start_tests(ctx):
+  """Starts pytest on the GPU subset and the two memory plans, in the
+  background (`step_tests` waits for them)."""
   budget = ctx.budget['tests']
-  # Compile-only processes: they allocate nothing, so the GPU stays the tests'.
+  # They allocate as they go (no preallocation), beside the workflow's share.
   # tests/conftest.py defaults JAX_PLATFORMS to cpu, which would skip every
   # device test: on the device the tests name the GPU.
   platforms = {} if ctx.dry_run else dict(JAX_PLATFORMS='cuda,cpu')
   quiet = ctx.env(XLA_PYTHON_CLIENT_PREALLOCATE='false', **platforms)
-  plans = {name: _run(_py('moe_jax.plan', '--memory', ctx.config(name)), budget, quiet,
-                      background=True) for name in ('workflow', '10layer')}
+  plans = {name: ctx.run(f'plan_{name}', _py('moe_jax.plan', '--memory', ctx.config(name)),
+                         budget, quiet, background=True) for name in ('workflow', '10layer')}
   junit = os.path.join(ctx.out, 'tests.xml')
   args = ['--collect-only'] if ctx.dry_run else [f'--junitxml={junit}']
-  tests = _run(_py('pytest', '-q', '-rfE', '-p', 'no:xdist', '-p', 'no:cacheprovider', '-k',
-                   TESTS_DESELECT, *args, *TESTS), budget, quiet)
+  tests = ctx.run('tests', _py('pytest', '-q', '-rfE', '-p', 'no:xdist', '-p', 'no:cacheprovider',
+                               '-k', TESTS_DESELECT, *args, *TESTS), budget, quiet,
+                  background=True)
+  ctx.tests = dict(plans=plans, tests=tests)
+
+
+def step_tests(ctx):
+  """The tests and memory plans `start_tests` started, waited for."""
+  tests = _wait(ctx.tests['tests'])
   summary = (tests['stdout'].strip().splitlines() or [''])[-1]
   memory = {}
-  for name, proc in plans.items():
+  for name, proc in ctx.tests['plans'].items():
     result = _wait(proc)
     memory[name] = _brief(result, plan=_json_line(result))
   ok = tests['rc'] == 0
@@ -210,26 +245,34 @@ def step_workflow(ctx):
   term_at = steps * 3 // 4
   # One after the other: the second run and the resumed one compile nothing
   # the first did not (JAX's compilation cache, `main`). XLA's deterministic
-  # reductions on the GPU, so equal means equal.
-  env = ctx.env('' if ctx.dry_run else '--xla_gpu_deterministic_ops=true')
-  out = dict(uninterrupted=_brief(_run(_py('moe_jax.main', config, f'--workdir={whole}'),
-                                       left(), env)),
-             interrupted=_brief(_run(_py('experiments.gpu.term_at', f'--term_at_batch={term_at}',
-                                         config, f'--workdir={cut}'), left(), env)))
-  out['resumed'] = _brief(_run(_py('moe_jax.main', config, f'--workdir={cut}'), left(), env))
+  # reductions on the GPU, so equal means equal. A share of the GPU's memory,
+  # so the tests beside it have the rest. Each compile and its seconds in the
+  # logs (the first H200 call lost two minutes at tau without saying where).
+  device = {} if ctx.dry_run else dict(JAX_LOG_COMPILES='1')
+  env = ctx.env('' if ctx.dry_run else '--xla_gpu_deterministic_ops=true',
+                XLA_PYTHON_CLIENT_MEM_FRACTION='0.5', **device)
+  out = dict(uninterrupted=_brief(ctx.run('uninterrupted', _py(
+      'moe_jax.main', config, f'--workdir={whole}'), left(), env)))
+  out['interrupted'] = _brief(ctx.run('interrupted', _py(
+      'experiments.gpu.term_at', f'--term_at_batch={term_at}', config, f'--workdir={cut}'),
+                                      left(), env))
+  out['resumed'] = _brief(ctx.run('resumed', _py('moe_jax.main', config, f'--workdir={cut}'),
+                                  left(), env))
   want, got = _losses(whole), _losses(cut)
   diffs = [abs(got[s] - want[s]) for s in want if s in got]
   out['losses'] = dict(steps=len(want), compared=len(diffs),
                        max_abs_diff=max(diffs) if diffs else None,
                        final=want.get(max(want)) if want else None,
                        equal=bool(diffs) and len(diffs) == len(want) == steps and max(diffs) == 0)
-  evaluate = _run(_py('moe_jax.evaluate', f'--ckpt={whole}', '--batches=4'), left(), ctx.env())
+  quiet = ctx.env(XLA_PYTHON_CLIENT_PREALLOCATE='false')
+  evaluate = ctx.run('evaluate', _py('moe_jax.evaluate', f'--ckpt={whole}', '--batches=4'),
+                     left(), quiet)
   out['evaluate'] = _brief(evaluate, result=_json_line(evaluate))
-  export = _run(_py('moe_jax.interop.export_hf', f'--ckpt={whole}', f'--out={hf}'), left(),
-                ctx.env())
+  export = ctx.run('export_hf', _py('moe_jax.interop.export_hf', f'--ckpt={whole}',
+                                    f'--out={hf}'), left(), quiet)
   out['export_hf'] = _brief(export, result=_json_line(export))
-  logits = _run(_py('experiments.gpu.hf_logits', f'--ckpt={whole}', f'--hf={hf}'), left(),
-                ctx.env())
+  logits = ctx.run('hf_logits', _py('experiments.gpu.hf_logits', f'--ckpt={whole}',
+                                    f'--hf={hf}'), left(), quiet)
   out['hf_logits'] = _brief(logits, result=_json_line(logits))
   commands_ok = all(r['rc'] == 0 for r in (out['uninterrupted'], out['interrupted'],
                                            out['resumed'], evaluate, export, logits))
@@ -238,11 +281,11 @@ def step_workflow(ctx):
   return out
 
 
-def _mesh_step(ctx, budget_key, name, *flags):
+def _mesh_step(ctx, name, *flags):
   path = os.path.join(ctx.out, f'{name}.json')
   args = ['--small', '--dtype=bfloat16'] if ctx.dry_run else []
-  result = _run(_py('experiments.bench.mesh_step', f'--out={path}', '--meshes=data=1', *args,
-                    *flags), ctx.budget[budget_key], ctx.env())
+  result = ctx.run(name, _py('experiments.bench.mesh_step', f'--out={path}', '--meshes=data=1',
+                             *args, *flags), ctx.budget[name])
   rows = []
   if os.path.exists(path):
     with open(path) as f:
@@ -251,19 +294,14 @@ def _mesh_step(ctx, budget_key, name, *flags):
   return dict(status='ok' if ok else 'failed', run=_brief(result), rows=rows)
 
 
-def step_speed_attention(ctx):
-  if ctx.dry_run:
-    return _mesh_step(ctx, 'speed_attention', 'speed_attention', '--attention=cudnn')
-  return _mesh_step(ctx, 'speed_attention', 'speed_attention', '--preset=10layer',
-                    '--dispatch=pallas_mosaic_gpu', '--batch_per_device=16',
-                    '--attention=reference,cudnn,pallas')
-
-
-def step_speed_loss(ctx):
-  chunk = '16' if ctx.dry_run else '0,4096'
+def step_speed_10layer(ctx):
+  """Attention reference / cudnn x the fused loss whole / in chunks: four rows
+  of one call. (The Triton flash row is gone: jax 0.11 deprecates Pallas'
+  Triton backend, and a row costs about a minute of the session.)"""
+  chunk = '0,16' if ctx.dry_run else '0,4096'
   preset = [] if ctx.dry_run else ['--preset=10layer', '--dispatch=pallas_mosaic_gpu',
                                    '--batch_per_device=16']
-  return _mesh_step(ctx, 'speed_loss', 'speed_loss', *preset, '--attention=reference',
+  return _mesh_step(ctx, 'speed_10layer', *preset, '--attention=reference,cudnn',
                     '--cross_entropy=fused', f'--loss_chunk={chunk}')
 
 
@@ -271,22 +309,21 @@ def step_speed_8x05b(ctx):
   preset = [] if ctx.dry_run else ['--preset=8x0.5b', '--experts=0', '--dispatch=pallas_mosaic_gpu',
                                    '--batch_per_device=8']
   attention = 'reference' if ctx.dry_run else 'reference,cudnn'
-  return _mesh_step(ctx, 'speed_8x05b', 'speed_8x05b', *preset, f'--attention={attention}')
+  return _mesh_step(ctx, 'speed_8x05b', *preset, f'--attention={attention}')
 
 
-STEPS = (('tests', step_tests), ('workflow', step_workflow),
-         ('speed_attention', step_speed_attention), ('speed_loss', step_speed_loss),
+STEPS = (('workflow', step_workflow), ('tests', step_tests), ('speed_10layer', step_speed_10layer),
          ('speed_8x05b', step_speed_8x05b))
 
 
-def provenance(argv):
+def provenance(argv, log):
   """experiments/provenance.py's record, read by a subprocess so this process
   never starts a JAX backend (the steps need the GPU to themselves)."""
   probe = _run([sys.executable, '-c', (
       'import json, sys, jax; from experiments import provenance; '
       'd = jax.devices()[0]; print(json.dumps(dict(provenance.record(sys.argv[1:]), '
       'platform=d.platform, device_count=jax.device_count())))'),
-                os.path.abspath(__file__), *argv], 120)
+                os.path.abspath(__file__), *argv], 120, _env(), log)
   return _json_line(probe) or dict(probe_error=probe['tail'])
 
 
@@ -315,9 +352,12 @@ def main(argv=None):
                     JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',
                     JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='0')
   ctx = Context(args.out, args.dry_run)
-  record = dict(provenance=provenance(argv), dry_run=args.dry_run, budget_s=ctx.budget, steps={})
+  record = dict(provenance=provenance(argv, os.path.join(args.out, 'logs', 'provenance.txt')),
+                dry_run=args.dry_run, budget_s=ctx.budget, steps={})
   path = os.path.join(args.out, 'gpu_run.json')
   print(f'device: {record["provenance"].get("device")}', flush=True)
+  if 'tests' in wanted:
+    start_tests(ctx)
   for name, fn in STEPS:
     if name not in wanted:
       continue

@@ -21,7 +21,7 @@ def test_dry_run_passes_every_step(tmp_path):
   assert proc.returncode == 0, proc.stderr[-2000:]
   record = json.loads((out / 'gpu_run.json').read_text())
   steps = record['steps']
-  assert list(steps) == ['tests', 'workflow', 'speed_attention', 'speed_loss', 'speed_8x05b']
+  assert list(steps) == ['workflow', 'tests', 'speed_10layer', 'speed_8x05b']
   failed = {name: s for name, s in steps.items() if s['status'] != 'ok'}
   assert not failed, json.dumps(failed, indent=1)[-3000:]
   prov = record['provenance']
@@ -37,10 +37,14 @@ def test_dry_run_passes_every_step(tmp_path):
   assert work['evaluate']['result']['step'] == 8
   assert work['export_hf']['result']['arch'] == 'mixtral'
   assert work['hf_logits']['result']['status'] in ('ok', 'skipped')
-  rows = [r for name in ('speed_attention', 'speed_loss') for r in steps[name]['rows']]
-  assert [(r['attention'], r['cross_entropy'], r['loss_chunk']) for r in rows] == [
-      ('cudnn', 'reference', 0), ('reference', 'fused', 16)]
+  rows = steps['speed_10layer']['rows']
+  assert sorted((r['attention'], r['cross_entropy'], r['loss_chunk']) for r in rows) == [
+      ('cudnn', 'fused', 0), ('cudnn', 'fused', 16), ('reference', 'fused', 0),
+      ('reference', 'fused', 16)]
   assert all(r['step_ms'] > 0 and 'mfu_with_logits' in r for r in rows)
+  # Every command's whole output is kept.
+  logs = set(os.listdir(out / 'logs'))
+  assert {'uninterrupted.txt', 'resumed.txt', 'tests.txt', 'speed_10layer.txt'} <= logs
 
 
 def test_refuses_an_out_that_holds_files(tmp_path):
@@ -48,3 +52,13 @@ def test_refuses_an_out_that_holds_files(tmp_path):
   proc = _run(f'--out={tmp_path}', '--dry_run')
   assert proc.returncode == 2 and proc.stderr.startswith('error: --out=')
   assert os.listdir(tmp_path) == ['keep.txt']
+
+
+def test_a_command_past_its_time_says_where_it_was(tmp_path):
+  """SIGABRT before SIGKILL: faulthandler prints the stuck thread's stack."""
+  from experiments.gpu import run   # pylint: disable=g-import-not-at-top
+  stuck = [sys.executable, '-c', 'import time\ndef stuck_here():\n  time.sleep(60)\nstuck_here()']
+  result = run._run(stuck, 3, run._env(), str(tmp_path / 'logs' / 'stuck.txt'))  # pylint: disable=protected-access
+  assert result['timed_out'] and result['seconds'] < 30
+  assert 'stuck_here' in result['abort_trace']
+  assert 'stuck_here' in (tmp_path / 'logs' / 'stuck.txt').read_text()
