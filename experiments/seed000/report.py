@@ -120,12 +120,20 @@ def _jump(run):
       up['loss_after'] - up['loss_before'])
 
 
+def _interval(diff):
+  """A paired difference's t interval, or its one value."""
+  return stats.interval_text(diff) if diff['n'] > 1 else f'{diff["mean"]:+.4f}'
+
+
 def report5(runs, arg):
   """One row per (top-k, E): means over seeds, eta as the ratio of mean gaps,
-  sparse - ours paired by seed with its t interval, and each transition's jump."""
+  sparse - ours and the premise's gap Fixed-E - Fixed-2E (eta means something
+  only where it is > 0) paired by seed with their t intervals, and each
+  transition's jump."""
   head = ['top-k', 'K/E (target)', 'seeds', 'Fixed-E', 'Fixed-2E', 'Ours (MoE->MoE)',
-          'Sparse (dense->MoE)', 'Eff. ours %', 'Sparse - Ours', 'jump ours', 'jump sparse',
-          'seed (nearest K/E): Fixed-E', 'Fixed-mE', 'Ours', 'Sparse']
+          'Sparse (dense->MoE)', 'Eff. ours %', 'Sparse - Ours', 'Fixed-E - Fixed-2E',
+          'jump ours', 'jump sparse', 'seed (nearest K/E): Fixed-E', 'Fixed-mE', 'Ours',
+          'Sparse']
   groups = {}
   for k, _, e, names in table5.rows(arg):
     groups.setdefault((k, e), []).append(names)
@@ -141,15 +149,15 @@ def report5(runs, arg):
     eta = (analysis.eta(*(sum(p[c] for p in done) / len(done) for c in ('fixed', 'upcycled',
                                                                          'fixed2x')))
            if done else None)
-    diff = stats.paired([p['sparse'] - p['upcycled'] for p in done])
+    paired = lambda a, b: '-' if not done else _interval(
+        stats.paired([p[a] - p[b] for p in done]))
     jumps = {c: analysis.mean_sd([j for j in (_jump(runs.get(n[c])) for n in seeds)
                                   if j is not None])[0] for c in ('upcycled', 'sparse')}
     ref = reference.TABLE5.get(min(reference.TABLE5, key=lambda r: abs(r - ratio)))
     rows.append([k, f'{100 * ratio:.2f}% ({2 * e})', f'{len(done)}/{len(seeds)}'] +
                 [cell(c) for c in cols] +
                 ['-' if eta is None else f'{100 * eta:.1f}',
-                 '-' if not done else (stats.interval_text(diff) if diff['n'] > 1 else
-                                       f'{diff["mean"]:+.4f}'),
+                 paired('sparse', 'upcycled'), paired('fixed', 'fixed2x'),
                  _fmt(jumps['upcycled']), _fmt(jumps['sparse'])] + [_fmt(v, 3) for v in ref])
     points.append((k, ratio, {c: means[c][0] for c in cols}))
   return ('### Table 5: activation ratio; expert vs sparse upcycling, top-1 and top-2\n\n' +

@@ -79,7 +79,7 @@ def test_table_sweep_small(tmp_path, jax_cache, table):
     assert table5.top_ks('small') == (1, 2) and table5.top_ks(arg) == (1,)
     for k, _, e, names in table5.rows(arg):
       cells = _row(out, k, f'{100 * k / (2 * e):.2f}% ({2 * e})')
-      _numbers(cells[3:7] + cells[9:11])   # four losses, both transitions' jumps
+      _numbers(cells[3:7] + cells[10:12])   # four losses, both transitions' jumps
       with open(os.path.join(workdir, names['upcycled'], 'upcycle_report.json')) as f:
         jump = json.load(f)
       # Top-1 copies are exact up to the replicas' U(-delta, delta) bias noise.
@@ -156,6 +156,28 @@ def test_table8_report_from_made_up_runs(tmp_path):
   # val: ranks (1, 3, 2) against (1, 2, 3); train: the order reversed.
   assert 'vs terminal loss: val 0.50 [95% CI -1.00, 1.00] (n = 3; seed 000: 0.8' in out
   assert 'vs terminal loss: train -1.00 [95% CI -1.00, 1.00] (n = 3; seed 000: 0.86' in out
+
+
+def test_table5_report_from_made_up_runs(tmp_path):
+  """The premise's gap Fixed-E - Fixed-2E and Sparse - Ours, each paired by
+  seed with its t interval: over seeds 0-2, Fixed-E - Fixed-2E is 0.10, 0.07
+  and 0.04 (mean 0.07, sd 0.03, t(2) = 4.3027: +- 0.0745)."""
+  workdir = str(tmp_path)
+  arg = 'top_k=1,seeds=3,experts=4'
+  fixed, fixed2x = (2.80, 2.82, 2.78), (2.70, 2.75, 2.74)
+  ours, sparse = (2.72, 2.74, 2.76), (2.72, 2.75, 2.77)
+  val = {f's{s}_dense': 3.0 for s in range(3)}   # sparse upcycling's sources
+  for _, s, _, names in table5.rows(arg):
+    for column, losses in zip(('fixed', 'fixed2x', 'upcycled', 'sparse'),
+                              (fixed, fixed2x, ours, sparse)):
+      val[names[column]] = losses[s]
+  _made_up_sweep(workdir, f'experiments/seed000/table5.py:{arg}', val)
+  out = _write_report('5', workdir, arg)
+  cells = _row(out, 1, '12.50% (8)')
+  assert cells[2:7] == ['3/3', '2.8000 +- 0.0200', '2.7300 +- 0.0265', '2.7400 +- 0.0200',
+                        '2.7467 +- 0.0252'], cells
+  assert cells[8:10] == ['+0.0067 [95% CI -0.0077, +0.0210]',
+                         '+0.0700 [95% CI -0.0045, +0.1445]'], cells
 
 
 def test_cpt_report_from_made_up_runs(tmp_path):
