@@ -73,3 +73,12 @@ def made_up_sweep(root, spec, rows, config):
     with open(os.path.join(run_dir, runner.STATUS_FILE), 'w') as f:
       json.dump(dict(state='done', attempts=1, wall_s=1.0), f)
   return planned
+
+
+def assert_rebuilds(rebuilt, text):
+  """A report's `rebuild` from its results file alone is part of the printed
+  `text` and holds every table row printed (an empty rebuild is part of any
+  text)."""
+  rows = lambda t: [line for line in t.splitlines() if line.startswith('|')]
+  assert rows(text), text[:2000]
+  assert rebuilt in text and rows(rebuilt) == rows(text), rebuilt[:2000]

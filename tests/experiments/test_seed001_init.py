@@ -78,4 +78,4 @@ def test_init_small_sweep_end_to_end(tmp_path, jax_cache, monkeypatch):
   for arm in init.SMALL_ARMS:
     row = next(l for l in text.splitlines() if l.startswith(f'| {arm} '))
     assert float(row.split('|')[3]) > 0, row   # a final val loss
-  assert seed001_report.rebuild(os.path.join(workdir, 'seed001_init.json')) in text
+  runs.assert_rebuilds(seed001_report.rebuild(os.path.join(workdir, 'seed001_init.json')), text)

@@ -166,7 +166,8 @@ def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch)
   pngs = os.listdir(os.path.join(workdir, 'plots'))
   assert len([p for p in pngs if p.startswith('seed002_')]) == 2
   # The results file alone rebuilds every section (the fits are seeded).
-  assert seed002_report.rebuild(os.path.join(workdir, f'seed002_{study}.json')) in text
+  runs.assert_rebuilds(seed002_report.rebuild(os.path.join(workdir, f'seed002_{study}.json')),
+                      text)
 
 
 @pytest.mark.parametrize('arg', ['small', ''])
@@ -238,7 +239,7 @@ def test_seed002_seeds_small_sweep_end_to_end(tmp_path, jax_cache, monkeypatch):
   assert paired[0][2] == '2' and paired[0][-1] in ('agrees', 'disagrees', 'inconclusive')
   cols = table.load(os.path.join(workdir, dstar_seeds.RUNS_CSV))
   assert sorted(cols['seed']) == [0, 0, 0, 1, 1, 1]   # config.seed of each run, as it ran
-  assert seed002_report.rebuild(os.path.join(workdir, 'seed002_seeds.json')) in text
+  runs.assert_rebuilds(seed002_report.rebuild(os.path.join(workdir, 'seed002_seeds.json')), text)
 
 
 def test_seed001_small_sweeps_end_to_end(tmp_path, jax_cache, monkeypatch):
@@ -257,7 +258,8 @@ def test_seed001_small_sweeps_end_to_end(tmp_path, jax_cache, monkeypatch):
   assert os.path.exists(os.path.join(workdir, 'plots', 'routing_scratch.json'))
   # Both reports rebuild from their results files alone (no checkpoint read).
   for study, text in texts.items():
-    assert seed001_report.rebuild(os.path.join(workdir, f'seed001_{study}.json')) in text
+    runs.assert_rebuilds(seed001_report.rebuild(os.path.join(workdir, f'seed001_{study}.json')),
+                        text)
 
 
 def test_dstar_bootstrap_pairs_the_draws():
