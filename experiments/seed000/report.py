@@ -121,7 +121,10 @@ def _jump(run):
 
 
 def _interval(diff):
-  """A paired difference's t interval, or its one value."""
+  """A paired difference (stats.paired) as its t interval, its one value, or
+  '-' where there is none."""
+  if not diff['n']:
+    return '-'
   return stats.interval_text(diff) if diff['n'] > 1 else f'{diff["mean"]:+.4f}'
 
 
@@ -149,8 +152,7 @@ def report5(runs, arg):
     eta = (analysis.eta(*(sum(p[c] for p in done) / len(done) for c in ('fixed', 'upcycled',
                                                                          'fixed2x')))
            if done else None)
-    paired = lambda a, b: '-' if not done else _interval(
-        stats.paired([p[a] - p[b] for p in done]))
+    paired = lambda a, b: _interval(stats.paired([p[a] - p[b] for p in done]))
     jumps = {c: analysis.mean_sd([j for j in (_jump(runs.get(n[c])) for n in seeds)
                                   if j is not None])[0] for c in ('upcycled', 'sparse')}
     ref = reference.TABLE5.get(min(reference.TABLE5, key=lambda r: abs(r - ratio)))
@@ -260,14 +262,12 @@ def report_cpt(runs, arg):
       eta = (stats.ratio_of_means([a - b for a, b in zip(f, x)], [a - b for a, b in zip(f, f2)])
              if done else None)
       vs_up = stats.paired([a - b for a, b in zip(x, up)])
-      interval = lambda d: ('-' if not d['n'] else stats.interval_text(d) if d['n'] > 1 else
-                            f'{d["mean"]:+.4f}')
       rows.append([c, t, {'up': 'Upcycled'}.get(arm, arm), f'{len(done)}/{len(seeds)}',
-                   _pm(f), _pm(f2), _pm(x), interval(gap),
+                   _pm(f), _pm(f2), _pm(x), _interval(gap),
                    '-' if eta is None else (
                        f'{eta["estimate"]:.2f}' + (f' [{eta["lo"]:.2f}, {eta["hi"]:.2f}]'
                                                    if len(done) > 1 else '')),
-                   '' if arm == 'up' else interval(vs_up)])
+                   '' if arm == 'up' else _interval(vs_up)])
       if arm == 'up' and eta is not None:
         points.append((c, eta['estimate']))
   return ('### CPT length: eta as CPT grows (tau fixed), and two procedure arms\n\n' +
