@@ -60,7 +60,7 @@ TESTS_DESELECT = 'not (float32 and device_tiles)'
 
 # Seconds per step on the device (9 minutes in all: tests run beside the
 # workflow), and in the dry run, where they only stop a hung command (a shared
-# CPU may be slow). From the first H200 call (docs/benchmarks.md, 2026-11-28):
+# CPU may be slow). From the first H200 call (docs/benchmarks/gpu.md, 2026-11-28):
 # the unscanned workflow's first step took 36-39 s, a `10layer` row about 60
 # s with its compile, and 110 s ran a third of the tests.
 BUDGET = dict(workflow=260, tests=260, speed_10layer=220, speed_8x05b=50)
