@@ -65,3 +65,18 @@ def test_one_run_is_launched_again_and_compared(tmp_path):
   assert provenance.missing(got) == []
   assert f'{r["drift"]:+18.6f}' in proc.stdout and 'largest |drift|' in proc.stdout
   assert not any(p.name.startswith('rerun_') for p in tmp_path.iterdir())   # nothing left here
+
+
+def test_the_largest_drift_is_the_largest_in_size_whatever_its_sign(tmp_path, monkeypatch):
+  """Runs relaunched by a stand-in for the launcher: one drifts -0.5, the
+  others by less either way; the largest |drift| is 0.5."""
+  _, losses, _ = rerun.committed(_FIXTURE)
+  drifts = dict(zip(losses, (0.01, -0.5, 0.2, 0.0)))
+  monkeypatch.setattr(rerun.launch, 'launch', lambda *a, **k: 0)
+  monkeypatch.setattr(rerun.report, 'load_runs', lambda workdir: [
+      dict(name=n, config=None, metrics=[dict(step=8, val_loss=losses[n] + d)])
+      for n, d in drifts.items()])
+  got = rerun.rerun(_FIXTURE, workdir=str(tmp_path / 'runs'))
+  assert [r['drift'] for r in got['runs']] == pytest.approx(list(drifts.values()), abs=1e-12)
+  assert got['max_abs_drift'] == pytest.approx(0.5, abs=1e-12)
+  assert 'largest |drift|: 0.500000 over 4 runs' in rerun.text(got)

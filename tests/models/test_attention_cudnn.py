@@ -128,3 +128,20 @@ def test_cudnn_call_lowers_for_cuda(monkeypatch):
   # GQA: the kv operands keep their G heads; the mask is a [B, 1, L, L] bias.
   assert f'tensor<{b}x{length}x{g}x{k}xbf16>, tensor<{b}x{length}x{g}x{k}xbf16>, ' \
          f'tensor<{b}x1x{length}x{length}xbf16>' in text
+
+
+@pytest.mark.parametrize('capability, widest', [('8.9', 128), ('9.0', 256), ('10.0', 256)])
+def test_the_widest_head_is_taken_and_one_step_wider_refused(capability, widest):
+  """At the limit itself (Ampere/Ada 128, Hopper on 256), and through the
+  config, which checks the most any GPU takes."""
+  assert attention_cudnn.max_head_dim(capability) == widest
+  attention_cudnn.check('bfloat16', widest, widest)
+  step = attention_cudnn.HEAD_DIM_MULTIPLE
+  with pytest.raises(ConfigError, match=rf'<= {widest}, got {widest + step}'):
+    attention_cudnn.check('bfloat16', widest + step, widest)
+  base = fixtures.tiny_config()
+  base.model.update(attention='cudnn', dtype='bfloat16', head_dim=256)
+  model_config.ModelConfig.from_config(base)
+  base.model.head_dim = 256 + step
+  with pytest.raises(ConfigError, match=rf'<= 256, got {256 + step}'):
+    model_config.ModelConfig.from_config(base)
