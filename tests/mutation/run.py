@@ -10,8 +10,9 @@ must pass, or the mutant's verdict would mean nothing) and once with the
 mutant applied, and prints caught / survived per mutant. A mutant whose
 `old` no longer occurs exactly once is `stale`: the code moved, the mutant
 must follow it. Only each mutant's own tests run (node ids, not folders),
-one pytest process at a time, without xdist: the whole list costs minutes
-of CPU, not the suite's.
+one pytest process at a time, without xdist: the 28 mutants of issue 75
+took 201 s (3.1 min of CPU, two cores shared, 2026-11-29: results.json),
+not the suite's quarter hour.
 
 Not part of the test suite: pytest collects test_*.py only. With --out it
 writes the table as JSON with its provenance (experiments/provenance.py:
