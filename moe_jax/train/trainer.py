@@ -26,7 +26,7 @@ from moe_jax.eval import norms
 from moe_jax.models import accounting, stacking
 from moe_jax.models import dispatch as dispatch_lib
 from moe_jax.models import config as model_config
-from moe_jax.train import metrics, program as program_lib, summary
+from moe_jax.train import clock, metrics, program as program_lib, summary
 from moe_jax.upcycle import transition
 from moe_jax.workdir import checkpoint, config_check, files, lineage, placement, run_record
 
@@ -302,8 +302,10 @@ def train_and_evaluate(config, workdir, stop_at=None):
     writer.write(tau, grown_metrics)
 
   try:
-    bar = tqdm.tqdm(range(start, config.total_steps), initial=start, total=config.total_steps,
-                    desc='train', disable=jax.process_index() != 0, dynamic_ncols=True)
+    # Elapsed from the process's start: imports, backend start and compile show.
+    bar = clock.count_from_start(tqdm.tqdm(
+        range(start, config.total_steps), initial=start, total=config.total_steps, desc='train',
+        disable=jax.process_index() != 0, dynamic_ncols=True))
     for i in bar:
       batch = placement.put_batch(next(train_it), program.batch_sharding)
       state, step_metrics = program.train_step(state, batch)

@@ -1,0 +1,35 @@
+"""When this process started, so the training bar counts from there.
+
+A bar that starts its clock at step 0 hides what came before it: imports, the
+backend's start (CUDA's, on a GPU) and the first step's compile. The first H200
+call printed step 1 at 36 s with no way to tell those apart, and a later
+silence could not be placed (docs/benchmarks/gpu.md, 2026-11-28). Counting
+from the process's start puts them on the bar's clock.
+"""
+import os
+import time
+
+_IMPORTED = time.time()
+
+
+def process_start(stat='/proc/self/stat', uptime='/proc/uptime'):
+  """The wall time (time.time()) this process started: from the kernel's
+  start tick on Linux, else when this module was first imported."""
+  try:
+    with open(stat) as f:
+      # Field 22, counted after the parenthesised name (which may hold spaces).
+      ticks = int(f.read().rsplit(')', 1)[1].split()[19])
+    with open(uptime) as f:
+      up = float(f.read().split()[0])
+  except (OSError, ValueError, IndexError):
+    return _IMPORTED
+  return time.time() - (up - ticks / os.sysconf('SC_CLK_TCK'))
+
+
+def count_from_start(bar):
+  """Makes a tqdm bar's elapsed time count from the process's start."""
+  if bar.disable:   # another process's bar: nothing drawn, no clock
+    return bar
+  bar.start_t = min(bar.start_t, process_start())
+  bar.refresh()
+  return bar

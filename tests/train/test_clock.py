@@ -1,0 +1,29 @@
+"""The training bar counts from the process's start (moe_jax/train/clock.py)."""
+import io
+import subprocess
+import sys
+import time
+
+import tqdm
+
+from moe_jax.train import clock
+
+
+def test_process_start_is_before_the_first_import():
+  """A process that sleeps 1 s before importing the module is 1 s old."""
+  code = ('import time; time.sleep(1.0); from moe_jax.train import clock; '
+          'print(time.time() - clock.process_start())')
+  age = float(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                             check=True).stdout)
+  assert 1.0 <= age < 10.0
+
+
+def test_the_bar_counts_from_the_process_start():
+  bar = clock.count_from_start(tqdm.tqdm(range(3), file=io.StringIO()))
+  assert bar.format_dict['elapsed'] >= time.time() - clock.process_start() - 0.5
+  assert bar.format_dict['elapsed'] > 0.5   # this test process is older than that
+  assert list(bar) == [0, 1, 2]
+
+
+def test_without_proc_the_clock_starts_at_import(tmp_path):
+  assert clock.process_start(stat=str(tmp_path / 'none')) == clock._IMPORTED  # pylint: disable=protected-access
