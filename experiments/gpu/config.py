@@ -1,6 +1,6 @@
 """The models of the GPU script (experiments/gpu/run.py).
 
-  python -m moe_jax.main --config=experiments/gpu/config.py:workflow --workdir=DIR
+  python -m moe_jax.main --config=experiments/gpu/config.py:small --workdir=DIR
   python -m moe_jax.plan --memory --config=experiments/gpu/config.py:10layer
 
 `workflow`: an MoE of about 85M parameters (d_model 512, 12 scanned layers, GQA 8/4
@@ -12,6 +12,13 @@ on the copies), so `export_hf` writes it as Mixtral. `10layer`: the step
 experiments.bench.mesh_step times for the speed rows, 16 sequences of 1024
 on one device (its best batch, docs/benchmarks.md). `:tiny` of either is the
 CPU size of the script's --dry_run.
+
+`small`: the workflow call B runs (one call of under 5 minutes, run.py):
+the same model at 4 layers, 40 steps, grown at tau = 20. From the first
+H200 call (docs/benchmarks/gpu.md, 2026-11-28) at 12 layers, 0.185 s a step
+and 39 s for step 1 (its compile): at 4 layers about a third of each, so
+about 13 s of compile, 0.06 s a step and 3 s for the 40 steps; the
+transition took an unlogged 117 s at 12 layers, about 40 s at 4.
 """
 import ml_collections
 
@@ -29,6 +36,8 @@ def get_config(arg='workflow'):
   config.moe.update(num_experts=4, top_k=2, d_ff=1024, every=1, use_bias=False,
                     balance_loss_weight=0.01)
   steps = 200
+  if arg.size == 'small':
+    config.model.num_layers, steps = 4, 40
   config.update(total_steps=steps, batch_size=16, seq_len=512, log_every_steps=1,
                 eval_every_steps=0, eval_batches=4, checkpoint_every_steps=steps // 2)
   config.opt.update(lr=1e-3, warmup_steps=20)

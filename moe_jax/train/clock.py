@@ -9,6 +9,8 @@ from the process's start puts them on the bar's clock.
 import os
 import time
 
+import tqdm
+
 _IMPORTED = time.time()
 
 
@@ -26,10 +28,12 @@ def process_start(stat='/proc/self/stat', uptime='/proc/uptime'):
   return time.time() - (up - ticks / os.sysconf('SC_CLK_TCK'))
 
 
-def count_from_start(bar):
-  """Makes a tqdm bar's elapsed time count from the process's start."""
-  if bar.disable:   # another process's bar: nothing drawn, no clock
-    return bar
-  bar.start_t = min(bar.start_t, process_start())
-  bar.refresh()
+def progress_bar(iterable, **kwargs):
+  """tqdm.tqdm(iterable, **kwargs) whose elapsed time counts from the
+  process's start, its first line drawn with that clock."""
+  # A delay keeps tqdm from drawing its first line before the clock is set.
+  bar = tqdm.tqdm(iterable, delay=1e-3, **kwargs)
+  if not bar.disable:   # another process's bar: nothing drawn, no clock
+    bar.start_t = min(bar.start_t, process_start())
+    bar.refresh()
   return bar

@@ -18,7 +18,6 @@ from absl import logging
 import jax
 from jax.experimental import multihost_utils
 import numpy as np
-import tqdm
 
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, CorruptCheckpointError, NonFiniteLossError
@@ -303,9 +302,9 @@ def train_and_evaluate(config, workdir, stop_at=None):
 
   try:
     # Elapsed from the process's start: imports, backend start and compile show.
-    bar = clock.count_from_start(tqdm.tqdm(
-        range(start, config.total_steps), initial=start, total=config.total_steps, desc='train',
-        disable=jax.process_index() != 0, dynamic_ncols=True))
+    bar = clock.progress_bar(range(start, config.total_steps), initial=start,
+                             total=config.total_steps, desc='train',
+                             disable=jax.process_index() != 0, dynamic_ncols=True)
     for i in bar:
       batch = placement.put_batch(next(train_it), program.batch_sharding)
       state, step_metrics = program.train_step(state, batch)
