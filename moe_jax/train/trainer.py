@@ -215,9 +215,11 @@ def train_and_evaluate(config, workdir, stop_at=None):
   config_check.check_run(config)
   files.check_dir_writable(workdir, 'workdir')
   placement.initialize(config.mesh)
-  # 'auto' becomes this platform's path, so config.json and the metrics say what ran.
-  config.moe.dispatch = dispatch_lib.resolve(config.moe.dispatch)
   mesh = placement.make_mesh(config.mesh)
+  # 'auto' becomes this platform's path, so config.json and the metrics say what ran.
+  config.moe.dispatch = dispatch_lib.resolve(
+      config.moe.dispatch, dtype=config.model.dtype,
+      dims=(config.model.d_model, config.moe.d_ff or config.model.d_ff), devices=mesh.size)
   model_config.ModelConfig.from_config(config, vocab_size=1)   # before a BPE is trained
   tokenizer = pipeline.tokenizer_for(config, workdir)
   pipeline.resolve_vocab_size(config, tokenizer)
