@@ -59,7 +59,7 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 _CONFIG = 'experiments/gpu/config.py'
 
 # The GPU tests: compiled kernels, attention, loss. The f32 device-tile case
-# hangs in XLA's compiler (docs/benchmarks/gpu.md, H200 run of the queue).
+# hangs in XLA's compiler (docs/benchmarks/gpu.md, "Where the GPU step's time goes").
 TESTS = ['tests/kernels/test_device.py', 'tests/kernels/test_gmm_mgpu.py',
          'tests/kernels/test_gate_mgpu.py', 'tests/kernels/test_mgpu_padding.py',
          'tests/models/test_attention_cudnn.py', 'tests/models/test_attention_pallas.py',
