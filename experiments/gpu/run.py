@@ -53,7 +53,7 @@ import sys
 import threading
 import time
 
-from moe_jax.xla_flags import LEGACY_EMITTERS, accepted
+from moe_jax.xla_flags import LEGACY_EMITTERS
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _CONFIG = 'experiments/gpu/config.py'
@@ -78,12 +78,13 @@ BUDGET = dict(
     # Four rows of one process: ~45 s of compile and warm-up each, 2 s (16
     # sequences) or 4 s (32) of timed steps, ~15 s of start: ~210 s.
     A=dict(speed=250),
-    # 4 of the 12 layers: a third of each number above (compile ~13 s, 0.06 s
-    # a step, 3 s for 40 steps; the transition ~40 s), ~10 s of start per
-    # process: ~70 s for the first run, the second and the resumed one less
-    # (they compile nothing the first did not: the shared compilation cache),
-    # 15-30 s for each of the last three. About 170 s in all, 255 s at most.
-    B=dict(uninterrupted=80, interrupted=55, resumed=35, evaluate=25, export_hf=25,
+    # 4 of the 12 layers, scanned (the first call's 12 were not): a third of
+    # each number above at most (compile <= 13 s, 0.06 s a step, 3 s for 40
+    # steps; the transition <= 40 s), ~10 s of start per process: ~70 s for
+    # the first run, less for the second and the resumed one (they compile
+    # nothing the first did not: the shared compilation cache), 15-30 s for
+    # each of the last three. About 170 s in all, 260 s at most.
+    B=dict(uninterrupted=100, interrupted=50, resumed=30, evaluate=25, export_hf=20,
            hf_logits=35),
     # 32 tests in 110 s, so perhaps not all 89 in 190 s: `-v` names each in
     # the log as it ends, so a cut run still says which passed. The plans
@@ -100,7 +101,7 @@ PROBE_S = 15
 _ABORT_GRACE_S = 20
 # The dry run's programs are tiny, so compiling them is most of its time;
 # these (tests/conftest.py's) cut its CPU time and change no result. The
-# legacy fusion emitters join them where this jaxlib has them (`Context`).
+# legacy fusion emitters join them where this jaxlib has them (`_probe`).
 DRY_XLA_FLAGS = '--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true'
 # Each command's share of the GPU, set for it whatever the caller's
 # environment says. One command runs at a time, so a timed one may take most
@@ -195,13 +196,11 @@ def _run(cmd, timeout, env, log):
   pump.join(timeout=_ABORT_GRACE_S)   # a grandchild may hold the pipe: never wait on it long
   proc.stdout.close()
   out = ''.join(raw)
-  with open(log) as f:
-    tail = f.read()[-1500:]
   result = dict(cmd=shlex.join(['python', *cmd[1:]]),
                 env={k: v for k, v in env.items()
                      if k != 'PYTHONPATH' and os.environ.get(k) != v},
                 rc=proc.returncode, timed_out=timed_out,
-                seconds=round(time.monotonic() - t0, 1), stdout=out, tail=tail)
+                seconds=round(time.monotonic() - t0, 1), stdout=out, tail=_tail(log))
   if timed_out and 'Fatal Python error' in out:
     result['abort_trace'] = out[out.rindex('Fatal Python error'):][:6000]
   return result
@@ -251,13 +250,10 @@ def write_json(path, obj):
 class Context:
   """What a call's steps share: the output folder, sizes and time limits."""
 
-  def __init__(self, call, out, dry_run):
-    self.call, self.out, self.dry_run = call, out, dry_run
+  def __init__(self, call, out, dry_run, dry_flags=''):
+    self.call, self.out, self.dry_run, self.dry_flags = call, out, dry_run, dry_flags
     self.budget = ({k: DRY_BUDGET_S for k in BUDGET[call]} if dry_run else BUDGET[call])
     self.tiny = ',tiny' if dry_run else ''
-    self.dry_flags = ''
-    if dry_run:
-      self.dry_flags = DRY_XLA_FLAGS + (f' {LEGACY_EMITTERS}' if accepted(LEGACY_EMITTERS) else '')
 
   def config(self, name):
     return f'--config={_CONFIG}:{name}{self.tiny}'
@@ -407,15 +403,37 @@ def call_c(ctx):
 CALLS = dict(A=call_a, B=call_b, C=call_c, D=call_d)
 
 
-def provenance(argv, log):
+def provenance(argv, log, xla_flags=''):
   """experiments/provenance.py's record, read by a subprocess so this process
-  never starts a JAX backend (the commands need the GPU to themselves)."""
+  never starts a JAX backend (the commands need the GPU to themselves); None
+  where the probe failed (XLA aborts a process whose XLA_FLAGS names a flag
+  this jaxlib does not know)."""
+  env = _env(**({'XLA_FLAGS': xla_flags} if xla_flags else {}))
   probe = _run([sys.executable, '-c', (
       'import json, sys, jax; from experiments import provenance; '
       'd = jax.devices()[0]; print(json.dumps(dict(provenance.record(sys.argv[1:]), '
       'platform=d.platform, device_count=jax.device_count())))'),
-                os.path.abspath(__file__), *argv], PROBE_S * 8, _env(), log)
-  return _json_line(probe) or dict(probe_error=probe['tail'])
+                os.path.abspath(__file__), *argv], PROBE_S * 8, env, log)
+  return _json_line(probe)
+
+
+def _probe(argv, out, dry_run):
+  """(provenance, the dry run's XLA_FLAGS): the legacy fusion emitters join
+  DRY_XLA_FLAGS where the probe, started with them, runs (one process for
+  both questions)."""
+  log = os.path.join(out, 'logs', 'provenance.txt')
+  if not dry_run:
+    return provenance(argv, log) or dict(probe_error=_tail(log)), ''
+  for flags in (f'{DRY_XLA_FLAGS} {LEGACY_EMITTERS}', DRY_XLA_FLAGS):
+    found = provenance(argv, log, flags)
+    if found:
+      return found, flags
+  return dict(probe_error=_tail(log)), DRY_XLA_FLAGS
+
+
+def _tail(log):
+  with open(log) as f:
+    return f.read()[-1500:]
 
 
 def main(argv=None):
@@ -441,10 +459,10 @@ def main(argv=None):
     os.environ.update(JAX_COMPILATION_CACHE_DIR=os.path.join(args.out, 'jax_cache'),
                       JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',
                       JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='0')
-  ctx = Context(args.call, args.out, args.dry_run)
-  record = dict(call=args.call, dry_run=args.dry_run,
-                provenance=provenance(argv, os.path.join(args.out, 'logs', 'provenance.txt')),
-                budget_s=ctx.budget, steps={})
+  found, dry_flags = _probe(argv, args.out, args.dry_run)
+  ctx = Context(args.call, args.out, args.dry_run, dry_flags)
+  record = dict(call=args.call, dry_run=args.dry_run, provenance=found, budget_s=ctx.budget,
+                steps={})
   path = os.path.join(args.out, f'call_{args.call}.json')
   print(f'call {args.call}, device: {record["provenance"].get("device")}', flush=True)
   write_json(path, record)
