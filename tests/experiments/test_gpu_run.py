@@ -78,9 +78,9 @@ def test_call_b_workflow(tmp_path):
 def test_call_c_tests_and_plans(tmp_path):
   record, _, _ = _call(tmp_path, 'C')
   steps = record['steps']
-  assert list(steps) == ['tests', 'plan_workflow', 'plan_10layer']
+  assert list(steps) == ['tests', 'plan_small', 'plan_10layer']
   assert 'tests collected' in steps['tests']['summary']
-  assert steps['plan_workflow']['plan']['total'] > 0 and steps['plan_10layer']['plan']['total'] > 0
+  assert steps['plan_small']['plan']['total'] > 0 and steps['plan_10layer']['plan']['total'] > 0
 
 
 def test_call_d_dispatch_rows(tmp_path):
