@@ -10,15 +10,15 @@ about 160M after. Every layer is MoE, the router Mixtral's (no selection
 bias, so no bias noise
 on the copies), so `export_hf` writes it as Mixtral. `10layer`: the step
 experiments.bench.mesh_step times for the speed rows, 16 sequences of 1024
-on one device (its best batch, docs/benchmarks.md). `:tiny` of either is the
-CPU size of the script's --dry_run.
+on one device (its best batch, docs/benchmarks.md). `:tiny` of any of them
+is the CPU size of the script's --dry_run (`small,tiny`).
 
 `small`: the workflow call B runs (one call of under 5 minutes, run.py):
-the same model at 4 layers, 40 steps, grown at tau = 20. From the first
-H200 call (docs/benchmarks/gpu.md, 2026-11-28) at 12 layers, 0.185 s a step
-and 39 s for step 1 (its compile): at 4 layers about a third of each, so
-about 13 s of compile, 0.06 s a step and 3 s for the 40 steps; the
-transition took an unlogged 117 s at 12 layers, about 40 s at 4.
+the same model at 4 layers, 40 steps, grown at tau = 20. The first H200 call
+(docs/benchmarks/gpu.md, 2026-11-28) ran the 12 layers unscanned: 39 s to
+step 1 (its compile), then 0.185 s a step, and an unlogged 117 s at the
+transition. At 4 scanned layers each should take about a third of that:
+~13 s of compile, 0.06 s a step (3 s for the 40 steps), ~40 s at tau.
 """
 import ml_collections
 
