@@ -78,9 +78,9 @@ BUDGET = dict(
     # Four rows of one process: ~45 s of compile and warm-up each, 2 s (16
     # sequences) or 4 s (32) of timed steps, ~15 s of start: ~210 s.
     A=dict(speed=250),
-    # 4 of the 12 layers, scanned (the first call's 12 were not): a third of
-    # each number above at most (compile <= 13 s, 0.06 s a step, 3 s for 40
-    # steps; the transition <= 40 s), ~10 s of start per process: ~70 s for
+    # 4 of the 12 layers, scanned (the first call's 12 were not): about a
+    # third of each number above (compile ~13 s, 0.06 s a step, 3 s for 40
+    # steps; the transition ~40 s), ~10 s of start per process: ~70 s for
     # the first run, less for the second and the resumed one (they compile
     # nothing the first did not: the shared compilation cache), 15-30 s for
     # each of the last three. About 170 s in all, 260 s at most.
