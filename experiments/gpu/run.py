@@ -251,7 +251,7 @@ class Context:
   """What a call's steps share: the output folder, sizes and time limits."""
 
   def __init__(self, call, out, dry_run, dry_flags=''):
-    self.call, self.out, self.dry_run, self.dry_flags = call, out, dry_run, dry_flags
+    self.out, self.dry_run, self.dry_flags = out, dry_run, dry_flags
     self.budget = ({k: DRY_BUDGET_S for k in BUDGET[call]} if dry_run else BUDGET[call])
     self.tiny = ',tiny' if dry_run else ''
 
