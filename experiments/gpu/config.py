@@ -1,6 +1,6 @@
 """The models of the GPU script (experiments/gpu/run.py).
 
-  python -m moe_jax.main --config=experiments/gpu/config.py:workflow --workdir=DIR
+  python -m moe_jax.main --config=experiments/gpu/config.py:small --workdir=DIR
   python -m moe_jax.plan --memory --config=experiments/gpu/config.py:10layer
 
 `workflow`: an MoE of about 85M parameters (d_model 512, 12 scanned layers, GQA 8/4
@@ -10,8 +10,15 @@ about 160M after. Every layer is MoE, the router Mixtral's (no selection
 bias, so no bias noise
 on the copies), so `export_hf` writes it as Mixtral. `10layer`: the step
 experiments.bench.mesh_step times for the speed rows, 16 sequences of 1024
-on one device (its best batch, docs/benchmarks.md). `:tiny` of either is the
-CPU size of the script's --dry_run.
+on one device (its best batch, docs/benchmarks.md). `:tiny` of any of them
+is the CPU size of the script's --dry_run (`small,tiny`).
+
+`small`: the workflow call B runs (one call of under 5 minutes, run.py):
+the same model at 4 layers, 40 steps, grown at tau = 20. The first H200 call
+(docs/benchmarks/gpu.md, 2026-11-28) ran the 12 layers unscanned: 39 s to
+step 1 (its compile), then 0.185 s a step, and an unlogged 117 s at the
+transition. At 4 scanned layers each should take about a third of that:
+~13 s of compile, 0.06 s a step (3 s for the 40 steps), ~40 s at tau.
 """
 import ml_collections
 
@@ -29,6 +36,8 @@ def get_config(arg='workflow'):
   config.moe.update(num_experts=4, top_k=2, d_ff=1024, every=1, use_bias=False,
                     balance_loss_weight=0.01)
   steps = 200
+  if arg.size == 'small':
+    config.model.num_layers, steps = 4, 40
   config.update(total_steps=steps, batch_size=16, seq_len=512, log_every_steps=1,
                 eval_every_steps=0, eval_batches=4, checkpoint_every_steps=steps // 2)
   config.opt.update(lr=1e-3, warmup_steps=20)

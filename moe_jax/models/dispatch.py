@@ -140,25 +140,43 @@ _PATHS = {'reference': reference, 'einsum': einsum, 'ragged': ragged, 'grouped':
           'pallas_mosaic_gpu': functools.partial(pallas, kernels='mosaic_gpu')}
 NAMES = (*_PATHS, 'auto')
 
-# The fastest dropless path per platform, the one place that choice is made
-# (docs/benchmarks.md, "CPU training step"). On CPU ragged_dot computes every
-# expert on every row and the grouped loop only the routed ones. GPU and TPU
-# keep ragged, the default before 'auto', until a device has timed the Pallas
-# kernels against it (docs/benchmarks.md, "MoE layer kernel").
-AUTO = {'cpu': 'grouped'}
+# The fastest dropless path per platform, the one place that choice is made.
+# On CPU ragged_dot computes every expert on every row and the grouped loop
+# only the routed ones (docs/benchmarks.md, "CPU training step"). On GPU the
+# Triton kernels ('pallas'): every training step timed against ragged in one
+# call was faster with them (docs/benchmarks/gpu.md, "Which dispatch `auto`
+# picks on a GPU": 2.09x on an H200 at seed 002's 8x15m, 1.42x on an H100 at
+# `10layer`), all in bf16 on one device. Outside what was measured `auto`
+# keeps ragged (`_measured_fast`). TPU keeps ragged until one is timed.
+AUTO = {'cpu': 'grouped', 'gpu': 'pallas'}
 AUTO_DEFAULT = 'ragged'
 
 
-def resolve(name, platform=None):
+def _measured_fast(dtype, dims, devices):
+  """Whether the GPU's 'pallas' rows speak for this layer: 16-bit compute
+  (the f32 Triton kernels have hung XLA's compiler at the device tiles), one
+  device (the Triton kernels under a mesh are untimed), and d_model and d_ff
+  with a power-of-two factor >= 16 (the least block the Triton kernels tile)."""
+  return (dtype in ('bfloat16', 'float16') and devices == 1 and bool(dims)
+          and all(d & -d >= 16 for d in dims))
+
+
+def resolve(name, platform=None, dtype=None, dims=(), devices=1):
   """The concrete path `name` runs: itself, or for 'auto' the platform's
-  (`platform` None: jax.default_backend())."""
+  (`platform` None: jax.default_backend()). On a GPU that needs the layer's
+  compute `dtype`, its (d_model, d_ff) `dims` and the mesh's `devices`:
+  without them 'auto' is ragged there."""
   if name != 'auto':
     return name
-  return AUTO.get(platform or jax.default_backend(), AUTO_DEFAULT)
+  path = AUTO.get(platform or jax.default_backend(), AUTO_DEFAULT)
+  if path == 'pallas' and not _measured_fast(dtype, dims, devices):
+    return AUTO_DEFAULT
+  return path
 
 
-def get(name, capacity_factor=1.25, mesh=None):
-  """The dispatch function `name`; `capacity_factor` is used by einsum only.
+def get(name, capacity_factor=1.25, mesh=None, dtype=None, dims=()):
+  """The dispatch function `name`; `capacity_factor` is used by einsum only;
+  `dtype` and `dims` (d_model, d_ff) are what 'auto' needs (`resolve`).
 
   With a `mesh` (concrete or abstract) whose `expert` axis is larger than 1,
   experts live on different devices, so every name maps to `expert_parallel`:
@@ -173,8 +191,8 @@ def get(name, capacity_factor=1.25, mesh=None):
   """
   if name not in NAMES:
     raise ConfigError(f'moe.dispatch={name!r} is not one of {NAMES}')
-  name = resolve(name)
   sizes = {} if mesh is None else dict(mesh.shape)
+  name = resolve(name, dtype=dtype, dims=dims, devices=math.prod(sizes.values()))
   if sizes.get('expert', 1) > 1:
     return functools.partial(expert_parallel, mesh=mesh,
                              capacity_factor=capacity_factor if name == 'einsum' else None,

@@ -58,7 +58,8 @@ class MoE(nn.Module):
     wi_0, wi_1, wo = Experts(m.num_experts, m.d_ff, cfg.init_std, name='experts')(d)
     # The mesh the step is traced under (the trainer sets it): expert-parallel
     # dispatch when it spreads experts over devices.
-    fn = dispatch_lib.get(m.dispatch, m.capacity_factor, jax.sharding.get_abstract_mesh())
+    fn = dispatch_lib.get(m.dispatch, m.capacity_factor, jax.sharding.get_abstract_mesh(),
+                          dtype=cfg.dtype, dims=(d, m.d_ff))
     y_TD, dropped_frac = fn(x_BLD.reshape(-1, d), idx_BLk.reshape(-1, m.top_k),
                             gates_BLk.reshape(-1, m.top_k), wi_0.astype(dtype),
                             wi_1.astype(dtype), wo.astype(dtype))

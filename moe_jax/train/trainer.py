@@ -18,7 +18,6 @@ from absl import logging
 import jax
 from jax.experimental import multihost_utils
 import numpy as np
-import tqdm
 
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, CorruptCheckpointError, NonFiniteLossError
@@ -26,7 +25,7 @@ from moe_jax.eval import norms
 from moe_jax.models import accounting, stacking
 from moe_jax.models import dispatch as dispatch_lib
 from moe_jax.models import config as model_config
-from moe_jax.train import metrics, program as program_lib, summary
+from moe_jax.train import clock, metrics, program as program_lib, summary
 from moe_jax.upcycle import transition
 from moe_jax.workdir import checkpoint, config_check, files, lineage, placement, run_record
 
@@ -216,9 +215,11 @@ def train_and_evaluate(config, workdir, stop_at=None):
   config_check.check_run(config)
   files.check_dir_writable(workdir, 'workdir')
   placement.initialize(config.mesh)
-  # 'auto' becomes this platform's path, so config.json and the metrics say what ran.
-  config.moe.dispatch = dispatch_lib.resolve(config.moe.dispatch)
   mesh = placement.make_mesh(config.mesh)
+  # 'auto' becomes this platform's path, so config.json and the metrics say what ran.
+  config.moe.dispatch = dispatch_lib.resolve(
+      config.moe.dispatch, dtype=config.model.dtype,
+      dims=(config.model.d_model, config.moe.d_ff or config.model.d_ff), devices=mesh.size)
   model_config.ModelConfig.from_config(config, vocab_size=1)   # before a BPE is trained
   tokenizer = pipeline.tokenizer_for(config, workdir)
   pipeline.resolve_vocab_size(config, tokenizer)
@@ -302,8 +303,10 @@ def train_and_evaluate(config, workdir, stop_at=None):
     writer.write(tau, grown_metrics)
 
   try:
-    bar = tqdm.tqdm(range(start, config.total_steps), initial=start, total=config.total_steps,
-                    desc='train', disable=jax.process_index() != 0, dynamic_ncols=True)
+    # Elapsed from the process's start: imports, backend start and compile show.
+    bar = clock.progress_bar(range(start, config.total_steps), initial=start,
+                             total=config.total_steps, desc='train',
+                             disable=jax.process_index() != 0, dynamic_ncols=True)
     for i in bar:
       batch = placement.put_batch(next(train_it), program.batch_sharding)
       state, step_metrics = program.train_step(state, batch)

@@ -101,9 +101,23 @@ def test_einsum_zero_gate_takes_no_slot():
 
 def test_auto_resolves_per_platform():
   assert dispatch.resolve('auto', 'cpu') == 'grouped'
-  assert dispatch.resolve('auto', 'gpu') == dispatch.resolve('auto', 'tpu') == 'ragged'
+  assert dispatch.resolve('auto', 'tpu') == 'ragged'
   assert dispatch.resolve('einsum', 'cpu') == 'einsum'
   assert dispatch.get('auto') is dispatch.get(dispatch.resolve('auto'))
+
+
+def test_auto_on_gpu_is_pallas_only_where_it_was_measured_faster():
+  """bf16 on one device, dims the Triton kernels tile (docs/benchmarks/gpu.md);
+  elsewhere ragged."""
+  bf16 = dict(dtype='bfloat16', dims=(512, 1024), devices=1)
+  assert dispatch.resolve('auto', 'gpu', **bf16) == 'pallas'
+  assert dispatch.resolve('auto', 'gpu', **dict(bf16, dtype='float16')) == 'pallas'
+  assert dispatch.resolve('auto', 'gpu', **dict(bf16, dims=(320, 1280))) == 'pallas'
+  assert dispatch.resolve('auto', 'gpu', **dict(bf16, dtype='float32')) == 'ragged'
+  assert dispatch.resolve('auto', 'gpu', **dict(bf16, devices=2)) == 'ragged'
+  assert dispatch.resolve('auto', 'gpu', **dict(bf16, dims=(512, 24))) == 'ragged'
+  assert dispatch.resolve('auto', 'gpu') == 'ragged'   # nothing known of the layer
+  assert dispatch.resolve('ragged', 'gpu', **bf16) == 'ragged'
 
 
 def test_unknown_dispatch_is_config_error():
@@ -136,3 +150,10 @@ def test_pallas_without_kernel_is_config_error(monkeypatch):
   inputs = fixtures.moe_inputs('uniform', tokens=4, experts=4, top_k=1)
   with pytest.raises(ConfigError, match="moe.dispatch='pallas'"):
     _call(dispatch.get('pallas'), inputs)
+
+
+def test_get_resolves_auto_with_the_layer(monkeypatch):
+  """The MoE layer's dtype and dims reach 'auto' (as on a GPU, where it is 'pallas')."""
+  monkeypatch.setitem(dispatch.AUTO, 'cpu', 'pallas')
+  assert dispatch.get('auto', dtype='bfloat16', dims=(64, 128)) is dispatch.pallas
+  assert dispatch.get('auto', dtype='float32', dims=(64, 128)) is dispatch.ragged
