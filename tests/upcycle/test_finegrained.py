@@ -87,3 +87,50 @@ def test_bad_args_are_one_line(arg, match):
   with pytest.raises(ConfigError, match=match):
     src, dst = _configs(arg)
     recipes.build('finegrained', src, dst, src.upcycle.args)
+
+
+def _expand(src_c, params, factor, args):
+  src_model = transformer.Transformer(model_config.ModelConfig.from_config(src_c))
+  dst_c = src_c.copy_and_resolve_references()
+  dst_c.moe.num_experts *= factor
+  dst_model = transformer.Transformer(model_config.ModelConfig.from_config(dst_c))
+  tokens = np.random.default_rng(5).integers(0, 11, size=(2, 13)).astype(np.int32)
+  abstract = jax.eval_shape(lambda: dst_model.init(jax.random.key(0), tokens)['params'])
+  dst = mapping.transform(recipes.build('expand_experts', src_c, dst_c, args), params, abstract,
+                          jax.random.key(7))
+  want, _ = src_model.apply({'params': params}, tokens)
+  got, _ = dst_model.apply({'params': dst}, tokens)
+  return float(np.max(np.abs(np.asarray(got) - np.asarray(want))))
+
+
+@pytest.mark.parametrize('granularity,layout,delta,exact', [
+    (2, 'in_place', 0.01, True), (2, 'append', 0.01, True),
+    (1, 'in_place', 0.0, False), (1, 'append', 0.01, False)])
+def test_expand_experts_doubles_a_finegrained_moe_by_whole_groups(granularity, layout, delta,
+                                                                   exact):
+  # Seed 000's E -> 2E, top-(k G) fixed, on a fresh finegrained upcycle (every
+  # group is the dense MLP): copying whole groups with one bias draw each keeps
+  # every selection whole, so it is exact; copying shards lets top-(k G) take
+  # part of a group (in_place puts shard 0's copy before shard 1) or the
+  # per-shard bias noise split one.
+  src, fine = _configs('experts=2,top_k=1,granularity=2')
+  params, _ = _grow(src, fine)
+  gap = _expand(fine, params, 2, dict(granularity=granularity, layout=layout, delta=delta))
+  print(f'expand_experts x2 of finegrained 2-1 G=2, granularity={granularity}, {layout}, '
+        f'delta={delta}: max |dlogits| vs the fine-grained MoE = {gap:.3g}')
+  assert gap < 1e-5 if exact else gap > 1e-3
+
+
+def test_expand_experts_allocates_by_group_utility():
+  src, fine = _configs('experts=3,top_k=1,granularity=2')
+  dst = fine.copy_and_resolve_references()
+  dst.moe.num_experts *= 2
+  scores = {f'layers_{i}': [5.0, 4.0, 0.1, 0.1, 0.2, 0.1] for i in range(2)}
+  recipe = recipes.build('expand_experts', fine, dst, dict(allocation='utility', scores=scores,
+                                                           granularity=2))
+  # Groups score 9, 0.2, 0.3: D'Hondt gives group 0 three more copies, and its
+  # two members get the same count.
+  assert recipe.args['counts']['layers_0'] == [4, 4, 1, 1, 1, 1]
+  with pytest.raises(ConfigError, match=r'granularity=4 must be a positive integer dividing '
+                                        r'moe.num_experts=6'):
+    recipes.build('expand_experts', fine, dst, dict(granularity=4))
