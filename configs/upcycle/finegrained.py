@@ -8,7 +8,8 @@ scaling, so that it computes the dense function at step 0.
 
 `shared=True` adds one shared expert holding the dense MLP (moe.num_shared_experts
 = granularity fine-grained units), carrying `shared_share` of the output and the
-routed experts the rest. `renormalize` (default True), `order` (softmax_then_topk |
+routed experts the rest; `shared_gate` puts Qwen2-MoE's sigmoid gate on it
+(moe.shared_gate, started at 1/2), so the MoE exports as Qwen2-MoE. `renormalize` (default True), `order` (softmax_then_topk |
 topk_then_softmax) and `score` (softmax | sigmoid) set the router; with
 renormalised or topk_then_softmax gates the step-0 MoE is exact for any router,
 without renormalisation only with `router_init=zero` (the recipe's docstring has
@@ -25,14 +26,15 @@ def get_config(arg=None):
   d = recipes.defaults('finegrained')
   arg = common.parse_arg(arg, experts=d['experts'], top_k=d['top_k'],
                          granularity=d['granularity'], router_init=d['router_init'],
-                         shared=d['shared'], shared_share=d['shared_share'], every=1, seed=0,
+                         shared=d['shared'], shared_share=d['shared_share'], shared_gate=False,
+                         every=1, seed=0,
                          bias=True, renormalize=True, order='softmax_then_topk', score='softmax',
                          router_std=0.0)
   up = common.upcycle()
   up.recipe, up.seed = 'finegrained', arg.seed
   up.target = ml_collections.ConfigDict({'moe': dict(
       every=arg.every, renormalize=arg.renormalize, order=arg.order, score=arg.score,
-      use_bias=arg.bias, router_init_std=arg.router_std)})
+      use_bias=arg.bias, router_init_std=arg.router_std, shared_gate=arg.shared_gate)})
   up.args = ml_collections.ConfigDict(dict(
       experts=arg.experts, top_k=arg.top_k, granularity=arg.granularity,
       router_init=arg.router_init, shared=arg.shared, shared_share=arg.shared_share))

@@ -42,6 +42,9 @@ def test_counts_of_a_finegrained_moe_with_a_shared_expert_by_hand():
   assert s['dense_nonembed'] == 2 * (attn + norms + 3 * 8 * 16) + 8
   # Forward FLOPs per token: 2 x active non-embedding + attention 2 L ctx H K.
   assert s['flops_per_token'] == 2 * (2 * active + 8) + 2 * 2 * 32 * 2 * 4
+  # Qwen2-MoE's shared gate: one [D, 1] weight per MoE layer, active.
+  gated = run_record.summary(_fine('experts=2,top_k=1,granularity=4,shared,shared_gate'))
+  assert gated['nonembed_active'] - s['nonembed_active'] == gated['nonembed'] - s['nonembed'] == 16
 
 
 def test_granularity_keeps_active_and_total_expert_params():

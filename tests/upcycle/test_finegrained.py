@@ -42,6 +42,7 @@ def _grow(src_c, dst_c, seed=0):
     'experts=2,top_k=2,granularity=4,renormalize=False,router_init=zero,score=sigmoid',
     'experts=4,top_k=2,granularity=2,shared',
     'experts=2,top_k=1,granularity=4,shared,shared_share=1.0,order=topk_then_softmax',
+    'experts=2,top_k=1,granularity=2,shared,shared_gate,renormalize=False,router_init=zero',
 ])
 def test_finegrained_is_the_dense_function(arg):
   src, dst = _configs(arg)

@@ -53,6 +53,10 @@ sum is the dense function at step 0 for any a in (0, 1]. With a = 1 the
 routed experts start with zero output (and their wi_0, wi_1 and the router
 get no gradient at step 0; their wo does, so they start learning at step 1);
 the default a = 1/2 leaves every parameter a gradient from the first step.
+With moe.shared_gate (Qwen2-MoE's sigmoid(x . w) on the shared expert) the
+gate's w starts at zero, a gate of exactly 1/2 that still learns (its
+gradient is x (dL/dy . shared(x)) / 4), and the shared `wo` is doubled to
+2 a to make up for it.
 Optimizer moments are arranged like the params (structural, no scaling by s
 or a), times (k / E)^power on the routed experts: each sees about k / E of
 the tokens the MLP saw.
@@ -170,8 +174,11 @@ def finegrained(src, dst, args):
       Rule(r'layers_\d+/moe/router/bias', (), ops.zeros()),
   ]
   if a['shared']:
+    gate = 2.0 if dst.moe.shared_gate else 1.0   # sigmoid(0) = 1/2
     rules += [
-        Rule(r'layers_(\d+)/moe/shared/wo', (r'layers_\1/mlp/wo',), ops.scaled(ops.copy(), share)),
+        Rule(r'layers_\d+/moe/shared_gate', (), ops.zeros()),
+        Rule(r'layers_(\d+)/moe/shared/wo', (r'layers_\1/mlp/wo',),
+             ops.scaled(ops.copy(), gate * share)),
         Rule(r'layers_(\d+)/moe/shared/(wi_0|wi_1)', (r'layers_\1/mlp/\2',), ops.copy()),
     ]
   rules.append(recipes.copy_rest())
