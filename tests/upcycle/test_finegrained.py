@@ -135,3 +135,11 @@ def test_expand_experts_allocates_by_group_utility():
   with pytest.raises(ConfigError, match=r'granularity=4 must be a positive integer dividing '
                                         r'moe.num_experts=6'):
     recipes.build('expand_experts', fine, dst, dict(granularity=4))
+
+
+def test_a_target_that_is_not_the_recipes_shape_is_refused():
+  src, dst = _configs('experts=4,top_k=2,granularity=2')
+  dst.moe.top_k = 2
+  with pytest.raises(ConfigError, match=r'moe.top_k=2 but finegrained with experts=4, top_k=2, '
+                                        r'granularity=2, shared=False makes 4'):
+    recipes.build('finegrained', src, dst, src.upcycle.args)

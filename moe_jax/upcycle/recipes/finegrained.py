@@ -153,9 +153,10 @@ def finegrained(src, dst, args):
   recipes.same(src, dst, 'model.num_layers', 'model.d_model', 'model.d_ff')
   want = dict(num_experts=e * g, top_k=k * g, d_ff=src.model.d_ff // g,
               num_shared_experts=g if a['shared'] else 0)
+  got = dict(dst.moe, d_ff=dst.moe.d_ff or dst.model.d_ff)   # moe.d_ff=0: the MLP's width
   for key, value in want.items():
-    if dst.moe[key] != value:
-      raise ConfigError(f'moe.{key}={dst.moe[key]} but finegrained with experts={e}, '
+    if got[key] != value:
+      raise ConfigError(f'moe.{key}={got[key]} but finegrained with experts={e}, '
                         f'top_k={k}, granularity={g}, shared={a["shared"]} makes {value}')
   if a['router_init'] not in ROUTER_INITS:
     raise ConfigError(f"upcycle.args.router_init={a['router_init']!r} is not one of "
@@ -167,9 +168,9 @@ def finegrained(src, dst, args):
     std = dst.moe.router_init_std or math.sqrt(2.0 / (5 * dst.model.d_model))
   share = a['shared_share'] if a['shared'] else 0.0
   scale = weight_scale(dst.moe, e, k, g) * (1.0 - share)
-  routed = lambda factor: shards(e, g, factor, k / e)
   rules = [
-      Rule(r'layers_(\d+)/moe/experts/(wi_0|wi_1|wo)', (r'layers_\1/mlp/\2',), routed(scale)),
+      Rule(r'layers_(\d+)/moe/experts/(wi_0|wi_1|wo)', (r'layers_\1/mlp/\2',),
+           shards(e, g, scale, k / e)),
       Rule(r'layers_\d+/moe/router/w', (), group_router(e, g, std)),
       Rule(r'layers_\d+/moe/router/bias', (), ops.zeros()),
   ]
