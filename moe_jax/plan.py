@@ -5,7 +5,8 @@
 
 --budget is what you will spend from here on: tokens, training FLOPs
 (1e18flops) or device-hours (120gpuh). Prints the options side by side (keep
-training; sparse-upcycle a dense source to --experts; expert-upcycle an MoE
+training; sparse-upcycle a dense source to --experts, fine-grained at each
+--granularity and with a --shared expert if asked; expert-upcycle an MoE
 source by --factors; the grown model from scratch), each with its tokens,
 steps, device-hours, FLOPs, predicted loss and, for upcycling, when (tau) and
 for how long (CPT tokens); then a recommendation and its caveats.
@@ -30,7 +31,7 @@ from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import laws, plan
 from moe_jax.upcycle import options
 
-_SAME = ('num_experts', 'top_k', 'params')
+_SAME = ('num_experts', 'top_k', 'params', 'expert_d_ff', 'num_shared_experts')
 
 
 def _ints(text, name, low):
@@ -59,7 +60,7 @@ def _step_times(items, names):
 
 
 def build(ckpt, budget, law=(), experts='8', top_k=2, factors='2,4', measured=(),
-          step_time=(), devices=None, tokens=None):
+          step_time=(), devices=None, tokens=None, granularity='1', shared=False):
   """(plan result, source): everything the command prints."""
   budget = plan.parse_budget(budget)
   law_set = laws.default()
@@ -74,11 +75,13 @@ def build(ckpt, budget, law=(), experts='8', top_k=2, factors='2,4', measured=()
   source = options.source(ckpt, tokens)
   devices = devices or source['devices'] or 1
   targets = options.targets(ckpt, _ints(experts, 'experts', 2), top_k,
-                            _ints(factors, 'factors', 2))
+                            _ints(factors, 'factors', 2), _ints(granularity, 'granularity', 1),
+                            shared)
   for workdir in measured or []:
     model, seconds = options.measured(workdir, source['tokens_per_step'], devices)
     same = [t for t in [dict(model=source['model'], name='keep')] + targets
-            if all(t['model'][k] == model[k] for k in _SAME)]
+            if all(t['model'].get(k) == model.get(k) for k in _SAME
+                   if k in t['model'] and k in model)]
     if not same:
       raise ConfigError(f'--measured={workdir}: its model ({plan.describe(model)}, '
                         f'{model["params"]} params) is none of the options')
@@ -112,6 +115,11 @@ def define_flags(fv=flags.FLAGS):
   flags.DEFINE_string('experts', '8', 'Dense source: experts to sparse-upcycle to.',
                       flag_values=fv)
   flags.DEFINE_integer('top_k', 2, 'Dense source: top-k of the MoE.', flag_values=fv)
+  flags.DEFINE_string('granularity', '1', 'Dense source: granularities G (fine-grained '
+                      'upcycling: experts x G experts of width d_ff / G, top-(top_k G)).',
+                      flag_values=fv)
+  flags.DEFINE_bool('shared', False, 'Dense source: one shared expert beside the routed ones.',
+                    flag_values=fv)
   flags.DEFINE_string('factors', '2,4', 'MoE source: expansion factors m.', flag_values=fv)
   flags.DEFINE_multi_string('measured', [], 'Workdir of a grown model: its step time.',
                             flag_values=fv)
@@ -128,7 +136,8 @@ def from_flags(fv=flags.FLAGS):
   """text() of parsed flag values."""
   return text(fv.json, ckpt=fv.ckpt, budget=fv.budget, law=fv.law, experts=fv.experts,
               top_k=fv.top_k, factors=fv.factors, measured=fv.measured,
-              step_time=fv.step_time, devices=fv.devices, tokens=fv.tokens)
+              step_time=fv.step_time, devices=fv.devices, tokens=fv.tokens,
+              granularity=fv.granularity, shared=fv.shared)
 
 
 def main(argv):

@@ -51,6 +51,7 @@ PARAM_AXES = (
     (r'layers_\d+/attn/(q|k)_norm/scale', ('head_dim',)),
     (r'layers_\d+/(mlp|moe/shared)/(wi_0|wi_1)', ('embed', 'mlp')),
     (r'layers_\d+/(mlp|moe/shared)/wo', ('mlp', 'embed')),
+    (r'layers_\d+/moe/shared_gate', ('embed', None)),
     (r'layers_\d+/moe/router/w', ('embed', None)),
     (r'layers_\d+/moe/router/bias', (None,)),
     (r'layers_\d+/moe/experts/(wi_0|wi_1)', ('expert', 'embed', 'mlp')),

@@ -16,7 +16,11 @@ of their own:
       --config.args.expert_args.lam=0.05 --src=/tmp/moe --dst=/tmp/moe_noise
 
 Not function-preserving: copies tie in the top-k, and the report gives the
-loss jump.
+loss jump. On a fine-grained MoE (configs/upcycle/finegrained.py) `granularity`
+copies its virtual groups whole:
+
+  python -m moe_jax.upcycle --config=configs/upcycle/expand_experts.py:factor=2,granularity=4 \
+      --src=/tmp/finegrained --dst=/tmp/finegrained_x2
 """
 from configs import common
 from moe_jax.upcycle import recipes
@@ -27,9 +31,11 @@ def get_config(arg=None):
   arg = common.parse_arg(arg, factor=up.factor, allocation=d['allocation'],
                          metric=up.utility_metric, batches=up.utility_batches,
                          layout=d['layout'], delta=d['delta'], expert=d['expert_heuristic'],
-                         router=d['router_heuristic'], rule=d['utility_allocation'])
+                         router=d['router_heuristic'], rule=d['utility_allocation'],
+                         granularity=d['granularity'])
   up.recipe, up.factor = 'expand_experts', arg.factor
   up.utility_metric, up.utility_batches = arg.metric, arg.batches
   up.args = common.expand_args(arg.allocation, arg.delta, arg.expert, arg.router, arg.layout,
                                arg.rule)
+  up.args.granularity = arg.granularity
   return up

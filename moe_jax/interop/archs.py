@@ -8,11 +8,16 @@ Every supported architecture is our decoder with some switches: Llama (and
 SmolLM2) is the plain one, Qwen2 adds q/k/v biases, Qwen3 the per-head q/k
 RMSNorm, Mixtral makes every layer MoE with Mixtral's router (softmax over
 the top-k logits), Qwen3-MoE makes any set of layers MoE with softmax,
-top-k and optional renormalisation (`norm_topk_prob`). Anything these cannot
-say (shared experts, sigmoid scores, a selection bias, a hash router, a layer
-pattern Mixtral has no word for) is refused by name, never approximated.
+top-k and optional renormalisation (`norm_topk_prob`), Qwen2-MoE adds to
+that q/k/v biases (its `qkv_bias`, true unless said) and a shared expert
+whose output is gated by sigmoid(x . w): ours with moe.shared_gate, its width
+moe.num_shared_experts x moe.d_ff. Anything these cannot say (shared experts
+outside Qwen2-MoE or without the gate, sigmoid scores, a selection bias, a
+hash router, a layer pattern Mixtral has no word for) is refused by name,
+never approximated.
 """
 import dataclasses
+from typing import Optional
 
 from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config
@@ -23,7 +28,7 @@ class Arch:
   name: str           # --arch of the exporter, and model_type in config.json
   hf_class: str
   qk_norm: bool
-  qkv_bias: bool
+  qkv_bias: Optional[bool]   # None: either, said by config.json's `qkv_bias`
   moe: bool
 
 
@@ -33,6 +38,7 @@ ARCHS = {a.name: a for a in (
     Arch('qwen3', 'Qwen3ForCausalLM', qk_norm=True, qkv_bias=False, moe=False),
     Arch('mixtral', 'MixtralForCausalLM', qk_norm=False, qkv_bias=False, moe=True),
     Arch('qwen3_moe', 'Qwen3MoeForCausalLM', qk_norm=True, qkv_bias=False, moe=True),
+    Arch('qwen2_moe', 'Qwen2MoeForCausalLM', qk_norm=False, qkv_bias=None, moe=True),
 )}
 _BY_CLASS = {a.hf_class: a for a in ARCHS.values()}
 
@@ -118,7 +124,8 @@ def _from_hf(hf):
       num_heads=heads, num_kv_heads=_count(hf, 'num_key_value_heads') or heads,
       head_dim=_count(hf, 'head_dim') or d // heads, d_ff=_need(hf, 'intermediate_size'),
       norm_eps=float(hf.get('rms_norm_eps', 1e-6)), qk_norm=arch.qk_norm,
-      qkv_bias=arch.qkv_bias, tie_embeddings=bool(hf.get('tie_word_embeddings', False)),
+      qkv_bias=(bool(hf.get('qkv_bias', True)) if arch.qkv_bias is None else arch.qkv_bias),
+      tie_embeddings=bool(hf.get('tie_word_embeddings', False)),
       max_position_embeddings=int(hf.get('max_position_embeddings') or 0),
       init_std=float(hf.get('initializer_range', 0.02)), dtype='float32', **_rope(hf, arch))
   if not arch.moe:
@@ -138,6 +145,12 @@ def _from_hf(hf):
     moe.update(d_ff=_need(hf, 'moe_intermediate_size'), order='softmax_then_topk',
                renormalize=bool(hf.get('norm_topk_prob', False)), every=every,
                first_dense=first_dense)
+  if arch.name == 'qwen2_moe':
+    width = _need(hf, 'shared_expert_intermediate_size')
+    if width % moe['d_ff']:
+      _refuse(f'shared_expert_intermediate_size={width}, not a multiple of '
+              f'moe_intermediate_size={moe["d_ff"]} (moe.num_shared_experts x moe.d_ff)', arch)
+    moe.update(num_shared_experts=width // moe['d_ff'], shared_gate=True)
   return arch.name, model, moe
 
 
@@ -148,7 +161,8 @@ def pick(config, name='auto'):
   m = cfg.moe
   if name == 'auto':
     if m.num_experts:
-      name = 'qwen3_moe' if cfg.qk_norm else 'mixtral'
+      name = ('qwen2_moe' if m.num_shared_experts else 'qwen3_moe' if cfg.qk_norm
+              else 'mixtral')
     else:
       name = 'qwen3' if cfg.qk_norm else 'qwen2' if cfg.qkv_bias else 'llama'
   if name not in ARCHS:
@@ -158,7 +172,8 @@ def pick(config, name='auto'):
       (arch.moe and not m.num_experts, 'a dense model (moe.num_experts=0)'),
       (not arch.moe and m.num_experts, f'MoE layers (moe.num_experts={m.num_experts})'),
       (cfg.qk_norm != arch.qk_norm, f'model.qk_norm={cfg.qk_norm}'),
-      (cfg.qkv_bias != arch.qkv_bias, f'model.qkv_bias={cfg.qkv_bias}'),
+      (arch.qkv_bias is not None and cfg.qkv_bias != arch.qkv_bias,
+       f'model.qkv_bias={cfg.qkv_bias}'),
       (cfg.norm_position != 'pre', f'model.norm_position={cfg.norm_position!r}'),
   ]
   if m.num_experts:
@@ -167,7 +182,13 @@ def pick(config, name='auto'):
         (m.router != 'learned', f'moe.router={m.router!r}'),
         (m.score != 'softmax', f'moe.score={m.score!r}'),
         (m.use_bias, 'moe.use_bias (a selection bias, aux-loss-free balancing)'),
-        (m.num_shared_experts > 0, f'moe.num_shared_experts={m.num_shared_experts}'),
+        (name != 'qwen2_moe' and m.num_shared_experts > 0,
+         f'moe.num_shared_experts={m.num_shared_experts}'),
+        (name == 'qwen2_moe' and not m.num_shared_experts,
+         'no shared expert (moe.num_shared_experts=0; Qwen2-MoE always has one)'),
+        (name == 'qwen2_moe' and m.num_shared_experts and not m.shared_gate,
+         'an ungated shared expert (moe.shared_gate=False; Qwen2-MoE gates it by '
+         'sigmoid(x . w))'),
         (name == 'mixtral' and len(cfg.moe_layers) < cfg.num_layers,
          f'dense layers between MoE layers (moe.every={m.every}, moe.first_dense={m.first_dense})'),
         (name == 'mixtral' and not mixtral_gates,
@@ -214,7 +235,9 @@ def to_hf(config, arch, bos_id=None, eos_id=None, pad_id=None):
     hf.update(intermediate_size=m.d_ff, num_local_experts=m.num_experts,
               num_experts_per_tok=m.top_k, router_aux_loss_coef=m.balance_loss_weight,
               router_jitter_noise=m.jitter, output_router_logits=False)
-  if arch.name == 'qwen3_moe':
+  if arch.name == 'qwen2_moe':
+    hf.update(qkv_bias=cfg.qkv_bias, shared_expert_intermediate_size=m.num_shared_experts * m.d_ff)
+  if arch.name in ('qwen3_moe', 'qwen2_moe'):
     dense = [i for i in range(cfg.num_layers) if not cfg.is_moe_layer(i)]
     hf.update(num_experts=m.num_experts, num_experts_per_tok=m.top_k,
               moe_intermediate_size=m.d_ff, decoder_sparse_step=1, mlp_only_layers=dense,

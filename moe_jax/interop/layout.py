@@ -30,8 +30,12 @@ _LAYER = {
     'mlp/wo': 'mlp.down_proj.weight',
 }
 # arch -> (the MoE block's name, our expert param -> its per-expert Linear).
+_QWEN = dict(wi_0='gate_proj', wi_1='up_proj', wo='down_proj')
 _MOE = {'mixtral': ('block_sparse_moe', dict(wi_0='w1', wi_1='w3', wo='w2')),
-        'qwen3_moe': ('mlp', dict(wi_0='gate_proj', wi_1='up_proj', wo='down_proj'))}
+        'qwen3_moe': ('mlp', _QWEN), 'qwen2_moe': ('mlp', _QWEN)}
+# Qwen2-MoE's shared expert and its gate (moe.num_shared_experts, moe.shared_gate).
+_SHARED = {**{f'moe/shared/{p}': f'mlp.shared_expert.{q}.weight' for p, q in _QWEN.items()},
+           'moe/shared_gate': 'mlp.shared_expert_gate.weight'}
 # Tensors a checkpoint may carry that are not weights.
 _IGNORED = re.compile(r'.*rotary_emb\.inv_freq')
 
@@ -47,6 +51,8 @@ def hf_names(arch, path, num_experts=0):
   block, linears = _MOE.get(arch, (None, {}))
   if rest == 'moe/router/w' and block:
     return [f'{prefix}{block}.gate.weight']
+  if rest in _SHARED and arch == 'qwen2_moe':
+    return [prefix + _SHARED[rest]]
   expert = re.fullmatch(r'moe/experts/(wi_0|wi_1|wo)', rest)
   if expert and block:
     return [f'{prefix}{block}.experts.{e}.{linears[expert[1]]}.weight'

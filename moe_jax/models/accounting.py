@@ -46,7 +46,7 @@ def counts(cfg):
   norms = 2 * d
   dense_layer = attn + 3 * d * cfg.d_ff + norms
   router = routers.get(m.router).num_params(d, m)
-  shared = 3 * d * m.d_ff * m.num_shared_experts
+  shared = 3 * d * m.d_ff * m.num_shared_experts + (d if m.shared_gate else 0)
   expert = 3 * d * m.d_ff
   moe_active = attn + m.top_k * expert + shared + router + norms
   moe_total = attn + m.num_experts * expert + shared + router + norms

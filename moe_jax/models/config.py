@@ -35,6 +35,9 @@ class MoEConfig:
   top_k: int = 2
   d_ff: int = 0                  # per-expert width; 0: same as model.d_ff
   num_shared_experts: int = 0
+  # sigmoid(x . w) times the shared experts' output, w [D, 1] (Qwen2-MoE's
+  # shared_expert_gate); needs num_shared_experts > 0.
+  shared_gate: bool = False
   # Layer pattern: layer i is MoE iff i >= first_dense and
   # (i - first_dense) % every == every - 1. every=1: all MoE; every=2: Llama-4 style.
   every: int = 1
@@ -203,6 +206,9 @@ class ModelConfig:
       raise ConfigError(f'moe.d_ff={m.d_ff} must be positive (0 means model.d_ff)')
     if m.num_shared_experts < 0:
       raise ConfigError(f'moe.num_shared_experts={m.num_shared_experts} must be >= 0')
+    if m.shared_gate and not m.num_shared_experts:
+      raise ConfigError('moe.shared_gate=True gates the shared experts, but '
+                        'moe.num_shared_experts=0')
     if m.every < 1 or m.first_dense < 0:
       raise ConfigError(f'moe.every={m.every} must be >= 1 and moe.first_dense='
                         f'{m.first_dense} >= 0')

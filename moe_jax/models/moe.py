@@ -3,7 +3,8 @@
 Params (docs/internals.md): `router/w` [D, E] and `router/bias` [E] (learned
 router), `experts/{wi_0,wi_1}` [E, D, F] and `experts/wo` [E, F, D], and with
 S shared experts `shared/{wi_0,wi_1}` [D, S*F], `shared/wo` [S*F, D] (S always-on
-experts fused into one wide MLP). Returns the output and this layer's router
+experts fused into one wide MLP), gated by sigmoid(x . `shared_gate` [D, 1]) with
+moe.shared_gate (Qwen2-MoE). Returns the output and this layer's router
 statistics, so callers need no side channels.
 """
 import flax.linen as nn
@@ -65,8 +66,12 @@ class MoE(nn.Module):
                             wi_1.astype(dtype), wo.astype(dtype))
     y_BLD = y_TD.reshape(batch, length, d)
     if m.num_shared_experts:
-      y_BLD = y_BLD + mlp.MLP(m.num_shared_experts * m.d_ff, cfg.init_std, dtype,
-                              name='shared')(x_BLD)
+      shared_BLD = mlp.MLP(m.num_shared_experts * m.d_ff, cfg.init_std, dtype,
+                           name='shared')(x_BLD)
+      if m.shared_gate:
+        w_D1 = self.param('shared_gate', layers.normal(cfg.init_std), (d, 1), jnp.float32)
+        shared_BLD = jax.nn.sigmoid(layers.dense(x_BLD, w_D1.astype(dtype))) * shared_BLD
+      y_BLD = y_BLD + shared_BLD
     y_BLD = checkpoint_name(y_BLD, remat.MOE_OUT)
 
     counts_E = router_lib.expert_counts(idx_BLk, valid_BL, m.num_experts)

@@ -47,6 +47,7 @@ from scipy import optimize
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import cost
 from moe_jax.scaling_laws import laws as laws_lib
+from moe_jax.workdir import lineage_table
 
 # Seed 000 Table 3(b): CPT / pre-training tokens -> gap closure eta (10-layer
 # interleaved MoE, 32 -> 64 experts, tau = 50K steps; CPT 5K ... 51K steps).
@@ -81,7 +82,7 @@ def parse_budget(text):
 
 
 def describe(model):
-  return f'MoE {model["num_experts"]}x top-{model["top_k"]}' if model['num_experts'] else 'dense'
+  return lineage_table.describe(model)
 
 
 def _eta(fraction):
@@ -97,7 +98,11 @@ def _options(source, targets):
     grown = dict(model=t['model'], seconds=t.get('seconds_per_step'),
                  measured=t.get('seconds_per_step') is not None)
     out.append(dict(grown, name=t['name'], how=t['how']))
-    out.append(dict(grown, name=f'scratch_{t["model"]["num_experts"]}x', how='scratch'))
+    # scratch_8x, or scratch_8x_g4_shared beside fine_8x_g4_shared (whose 32
+    # experts a G = 1 option may also have).
+    fine = t['name'].startswith('fine_')
+    shape = t['name'][len('fine_'):] if fine else f'{t["model"]["num_experts"]}x'
+    out.append(dict(grown, name=f'scratch_{shape}', how='scratch'))
   if keep['seconds'] is not None:     # unmeasured: scaled by FLOPs per token
     for o in out:
       if o['seconds'] is None:

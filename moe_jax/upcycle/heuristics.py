@@ -233,18 +233,22 @@ def router_weight(name, kw, w_DE, src_of, replica, rng):
   return out.at[:, rep].set(new.astype(out.dtype))
 
 
-def router_bias(name, kw, b_E, src_of, replica, rng, delta):
+def router_bias(name, kw, b_E, src_of, replica, rng, delta, group=1):
   """Target selection biases: copies, the heuristic's bias change on replicas,
-  then Definition 3.1's U(-delta, delta) noise on replicas only."""
+  then Definition 3.1's U(-delta, delta) noise on replicas only. With `group`
+  G > 1 the replicas come in runs of G (copied virtual groups, layout.grouped)
+  and each run draws one noise value, so a group's members still tie."""
   out = b_E[src_of]
   rep = np.nonzero(replica)[0]
   if not len(rep):
     return out
   k1, k2 = jax.random.split(rng)
   new = out[rep]
+  draw = lambda fn, key: jnp.repeat(fn(key, (len(rep) // group,)), group)
   if name == 'bias_only':
-    new = new + kw['lam'] * jax.random.normal(k1, new.shape)
+    new = new + kw['lam'] * draw(jax.random.normal, k1)
   elif name == 'temperature_scaled':
     new = new / kw['T']
-  new = new + jax.random.uniform(k2, new.shape, minval=-delta, maxval=delta)
+  new = new + draw(lambda key, shape: jax.random.uniform(key, shape, minval=-delta,
+                                                          maxval=delta), k2)
   return out.at[rep].set(new.astype(out.dtype))

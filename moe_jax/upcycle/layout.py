@@ -65,6 +65,15 @@ def replica_slots(counts, layout):
   return Slots(src_of.astype(np.int32), replica, counts)
 
 
+def grouped(slots, group):
+  """Slots of experts from slots of virtual groups of `group` contiguous
+  experts (finegrained.py): group j's copy is experts j G .. j G + G - 1, kept
+  contiguous and in order, so a copied group stays whole wherever it goes."""
+  member = np.arange(group)
+  return Slots((slots.src_of[:, None] * group + member).reshape(-1).astype(np.int32),
+               np.repeat(slots.replica, group), np.repeat(slots.counts, group))
+
+
 def layer_kinds(config):
   """'moe' or 'dense' per layer, by the model's own pattern rule."""
   cfg = model_config.ModelConfig.from_config(config, vocab_size=1)

@@ -144,10 +144,11 @@ def replicate_experts(slots, heuristic='copy', options=None):
   return Op(f'replicate_experts({heuristic})', fn, moment)
 
 
-def extend_router(slots, heuristic='copy', options=None, delta=0.0, bias_scale=1.0):
+def extend_router(slots, heuristic='copy', options=None, delta=0.0, bias_scale=1.0, group=1):
   """Router w [D, E] -> [D, mE] and bias [E] -> [mE] (Definition 3.1 step 2):
   columns copied to replicas with a Table 10 heuristic; replicas' biases get
-  U(-delta, delta) noise, the originals' router parameters stay unchanged.
+  U(-delta, delta) noise (one draw per copied group of `group` experts), the
+  originals' router parameters stay unchanged.
   `bias_scale` then multiplies every target bias (grow_width: 1/m where the
   copies split a softmax score m ways, so selection by score + bias keeps its
   order)."""
@@ -158,7 +159,7 @@ def extend_router(slots, heuristic='copy', options=None, delta=0.0, bias_scale=1
     s = _slots(slots, ctx.path, x.shape[-1])
     if ctx.path.endswith('bias'):
       return bias_scale * heuristics.router_bias(heuristic, kw, x, s.src_of, s.replica,
-                                                 ctx.rng, delta)
+                                                 ctx.rng, delta, group)
     return heuristics.router_weight(heuristic, kw, x, s.src_of, s.replica, ctx.rng)
 
   def moment(src, target, ctx, power):

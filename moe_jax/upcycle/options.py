@@ -52,22 +52,32 @@ def source(ckpt, tokens=None):
               val_loss=val_loss, val_step=val_step)
 
 
-def targets(ckpt, experts=(8,), top_k=2, factors=(2, 4)):
+def targets(ckpt, experts=(8,), top_k=2, factors=(2, 4), granularity=(1,), shared=False):
   """[dict(name, how, model)]: a dense checkpoint sparse-upcycled to each of
   `experts` (top_k, renormalised gates as configs/upcycle/dense_to_moe.py;
-  every expert a copy of the MLP, so as wide), an MoE one expert-upcycled by
-  each of `factors` (top-k kept)."""
+  every expert a copy of the MLP, so as wide) at each `granularity` G (G > 1
+  or `shared`: recipe finegrained, E G experts of width d_ff / G, top-(k G),
+  and one shared expert with `shared`), an MoE one expert-upcycled by each of
+  `factors` (top-k kept)."""
   workdir, _ = lineage.locate(ckpt)
   _, step = lineage.at_checkpoint(ckpt)
   config = transition.config_at(files.read_config(workdir), step or 0)
   out = []
   if not config.moe.num_experts:
     for e in experts:
-      c = config.copy_and_resolve_references()
-      c.upcycle.update(recipe='dense_to_moe', step=0)
-      c.upcycle.target = {'moe': dict(num_experts=e, top_k=top_k, renormalize=True, d_ff=0)}
-      out.append(dict(name=f'sparse_{e}x', how='sparse',
-                      model=run_record.summary(transition.target_config(c))))
+      for g in granularity:
+        c = config.copy_and_resolve_references()
+        if g == 1 and not shared:
+          c.upcycle.update(recipe='dense_to_moe', step=0)
+          c.upcycle.target = {'moe': dict(num_experts=e, top_k=top_k, renormalize=True, d_ff=0)}
+          name = f'sparse_{e}x'
+        else:
+          c.upcycle.update(recipe='finegrained', step=0)
+          c.upcycle.args = dict(experts=e, top_k=top_k, granularity=g, shared=shared)
+          c.upcycle.target = {'moe': dict(renormalize=True)}
+          name = f'fine_{e}x_g{g}' + ('_shared' if shared else '')
+        out.append(dict(name=name, how='sparse',
+                        model=run_record.summary(transition.target_config(c))))
   else:
     for m in factors:
       c = config.copy_and_resolve_references()

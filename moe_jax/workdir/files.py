@@ -108,6 +108,7 @@ ADDED = {
     'data.part': '', 'data.cpt_fraction': 0.5,                  # 802a292: every document
     'opt.router_lr_multiplier': 1.0,                            # 890832d
     'model.cross_entropy': 'reference',                         # ce36b46
+    'moe.shared_gate': False,                                   # the Qwen2-MoE shared gate
 }
 
 
@@ -143,8 +144,9 @@ def write_config(workdir, config):
 SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.num_heads',
               'model.num_kv_heads', 'model.head_dim', 'model.d_ff', 'model.tie_embeddings',
               'model.qk_norm', 'model.qkv_bias', 'model.norm_position', 'moe.num_experts',
-              'moe.d_ff', 'moe.num_shared_experts', 'moe.every', 'moe.first_dense', 'moe.router',
-              'moe.use_bias', 'upcycle.step', 'upcycle.recipe', 'upcycle.factor')
+              'moe.d_ff', 'moe.num_shared_experts', 'moe.shared_gate', 'moe.every',
+              'moe.first_dense', 'moe.router', 'moe.use_bias', 'upcycle.step', 'upcycle.recipe',
+              'upcycle.factor')
 
 
 def get(config, dotted):

@@ -9,10 +9,20 @@ from moe_jax.workdir import files
 
 
 def describe(model):
-  """'dense' or 'MoE 8x top-2'."""
+  """'dense' or 'MoE 8x top-2', and for a fine-grained MoE (experts narrower
+  than the dense MLP) or one with shared experts, 'MoE 32x top-8 (d_ff 64,
+  4 shared)'. Records written before run_record kept those fields say neither."""
   if not model:
     return 'unknown'
-  return f'MoE {model["num_experts"]}x top-{model["top_k"]}' if model['num_experts'] else 'dense'
+  if not model['num_experts']:
+    return 'dense'
+  extra = []
+  if model.get('expert_d_ff') and model['expert_d_ff'] != model.get('d_ff'):
+    extra.append(f'd_ff {model["expert_d_ff"]}')
+  if model.get('num_shared_experts'):
+    extra.append(f'{model["num_shared_experts"]} shared')
+  return (f'MoE {model["num_experts"]}x top-{model["top_k"]}'
+          + (f' ({", ".join(extra)})' if extra else ''))
 
 
 def _how(s):

@@ -26,13 +26,16 @@ FORMAT = 1
 def summary(config):
   """Parameter counts (seed 002 eqs. 4-6) and forward FLOPs per token of
   config's model. `dense_nonembed` is N1: the dense counterpart's (experts
-  removed) active non-embedding parameters."""
+  removed) active non-embedding parameters. `d_ff` (the dense MLP's
+  width), `expert_d_ff` (a routed expert's) and `num_shared_experts` tell a
+  fine-grained or shared-expert MoE."""
   cfg = model_config.ModelConfig.from_config(config)
   dense = config.copy_and_resolve_references()
   dense.moe.num_experts = 0
   c = accounting.counts(cfg)
   return dict(
       num_experts=config.moe.num_experts, top_k=config.moe.top_k,
+      d_ff=cfg.d_ff, expert_d_ff=cfg.moe.d_ff, num_shared_experts=cfg.moe.num_shared_experts,
       params=c.total, params_active=c.active, nonembed=c.total_nonembed,
       nonembed_active=c.active_nonembed,
       dense_nonembed=accounting.counts(

@@ -1,6 +1,8 @@
 """Regenerates tests/interop/fixtures/: the one script of the suite that needs torch.
 
-  python -m tests.interop.make_fixtures
+  python -m tests.interop.make_fixtures [NAME ...]
+
+With names, only those fixtures are (re)made and the others stay as they are.
 
 Every fixture is a transformers checkpoint directory (config.json,
 *.safetensors, the shared tiny tokenizer) plus `reference.npz`: fixed tokens
@@ -11,11 +13,15 @@ and the float32 logits transformers computes for them. Two kinds:
   llama_tied_mha (Llama 3 RoPE scaling), llama_gqa_sharded (float32, sharded
   with an index), qwen2_bias, qwen3_qk_norm, mixtral (8 experts, top-2),
   qwen3_moe_norm (norm_topk_prob true), qwen3_moe_interleaved (false, first
-  layer dense); the others are stored in bfloat16.
+  layer dense), qwen2_moe_shared (q/k/v biases, a shared expert of two
+  expert widths and its sigmoid gate); the others are stored in bfloat16.
 * built by moe_jax and written by our exporter: export_dense (a SmolLM2-style
   tied GQA decoder), export_mixtral_upcycled (that model after dense_to_moe,
   4 experts top-2, exported as Mixtral), export_qwen3_moe (qk-norm, a dense
-  first layer, gates not renormalised).
+  first layer, gates not renormalised), export_qwen2_moe_upcycled (a Qwen2-style
+  dense model after finegrained: 2 copies x granularity 2, top-2 of 4, a
+  shared expert with its gate, exported as Qwen2-MoE; its reference.npz also
+  holds `dense_logits`, our dense model's on the same tokens).
 
 It prints max |moe_jax - transformers| per fixture: import parity for all,
 and for the exported ones also our model before export against
@@ -24,6 +30,7 @@ transformers on the exported files.
 import json
 import os
 import shutil
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -34,7 +41,7 @@ import torch
 import transformers
 
 from configs import common
-from configs.upcycle import dense_to_moe
+from configs.upcycle import dense_to_moe, finegrained
 from moe_jax import sharding
 from moe_jax.data import corpus
 from moe_jax.data.tokenizer import BpeTokenizer
@@ -71,6 +78,9 @@ HF_BORN = {
     'qwen3_moe_interleaved': (transformers.Qwen3MoeConfig, dict(
         SHAPE, num_hidden_layers=3, moe_intermediate_size=6, num_experts=4,
         num_experts_per_tok=2, norm_topk_prob=False, mlp_only_layers=[0])),
+    'qwen2_moe_shared': (transformers.Qwen2MoeConfig, dict(
+        SHAPE, moe_intermediate_size=6, shared_expert_intermediate_size=12, num_experts=4,
+        num_experts_per_tok=2, norm_topk_prob=False)),
 }
 FLOAT32 = ('llama_gqa_sharded',)
 # transformers' loop over experts: its grouped-matmul path wants 16-byte strides.
@@ -187,6 +197,7 @@ def random_params(config, seed):
 def export(name, config, params, seed):
   """Our exporter's files for (config, params), then transformers' logits on them."""
   directory = os.path.join(HERE, name)
+  shutil.rmtree(directory, ignore_errors=True)
   os.makedirs(directory)
   tok = BpeTokenizer.load(os.path.join(HERE, 'tokenizer', 'tokenizer.json'))
   exporter.hf_files(config, params, archs.pick(config), tok).write(directory)
@@ -194,34 +205,56 @@ def export(name, config, params, seed):
   return float(np.max(np.abs(our_logits(config, params, tokens) - logits)))
 
 
-def main():
-  shutil.rmtree(HERE, ignore_errors=True)
-  train_tokenizer(os.path.join(HERE, 'tokenizer'))
+def main(names=()):
+  make = lambda name: not names or name in names
+  if not names:
+    shutil.rmtree(HERE, ignore_errors=True)
+    train_tokenizer(os.path.join(HERE, 'tokenizer'))
   for seed, name in enumerate(HF_BORN):
-    make_hf_born(name, seed)
-    print(f'{name:26s} import  max|dlogits| {import_diff(os.path.join(HERE, name)):.2e}')
+    if make(name):
+      make_hf_born(name, seed)
+      print(f'{name:26s} import  max|dlogits| {import_diff(os.path.join(HERE, name)):.2e}')
 
   dense = moe_jax_config(tie_embeddings=True, rope_theta=100_000.0, norm_eps=1e-5)
   dense_params = random_params(dense, 10)
-  diffs = {'export_dense': export('export_dense', dense, dense_params, 10)}
-  up = dense.copy_and_resolve_references()
-  up.upcycle = dense_to_moe.get_config('experts=4,top_k=2,bias=False')
-  moe = transition.target_config(up)
-  moe_params = transition.grow(up, moe, [recipes.Input(up, dense_params)]).params
-  diffs['export_mixtral_upcycled'] = export('export_mixtral_upcycled', moe, moe_params, 10)
-  qwen = moe_jax_config(num_layers=3, qk_norm=True)
-  qwen.moe.update(num_experts=4, top_k=2, d_ff=6, first_dense=1, renormalize=False)
-  diffs['export_qwen3_moe'] = export('export_qwen3_moe', qwen, random_params(qwen, 11), 11)
+  diffs = {}
+  if make('export_dense'):
+    diffs['export_dense'] = export('export_dense', dense, dense_params, 10)
+  if make('export_mixtral_upcycled'):
+    up = dense.copy_and_resolve_references()
+    up.upcycle = dense_to_moe.get_config('experts=4,top_k=2,bias=False')
+    moe = transition.target_config(up)
+    moe_params = transition.grow(up, moe, [recipes.Input(up, dense_params)]).params
+    diffs['export_mixtral_upcycled'] = export('export_mixtral_upcycled', moe, moe_params, 10)
+  if make('export_qwen3_moe'):
+    qwen = moe_jax_config(num_layers=3, qk_norm=True)
+    qwen.moe.update(num_experts=4, top_k=2, d_ff=6, first_dense=1, renormalize=False)
+    diffs['export_qwen3_moe'] = export('export_qwen3_moe', qwen, random_params(qwen, 11), 11)
+  if make('export_qwen2_moe_upcycled'):
+    name = 'export_qwen2_moe_upcycled'
+    qwen2 = moe_jax_config(qkv_bias=True)
+    qwen2_params = random_params(qwen2, 12)
+    qwen2.upcycle = finegrained.get_config(
+        'experts=2,top_k=1,granularity=2,shared,shared_gate,bias=False')
+    fine = transition.target_config(qwen2)
+    fine_params = transition.grow(qwen2, fine, [recipes.Input(qwen2, qwen2_params)]).params
+    diffs[name] = export(name, fine, fine_params, 12)
+    ref = dict(np.load(os.path.join(HERE, name, 'reference.npz')))
+    ref['dense_logits'] = our_logits(qwen2, qwen2_params, ref['tokens'])
+    np.savez(os.path.join(HERE, name, 'reference.npz'), **ref)
+    print(f'transformers: upcycled Qwen2-MoE vs our dense model max|dlogits| '
+          f'{np.max(np.abs(ref["logits"] - ref["dense_logits"])):.2e}')
   for name, diff in diffs.items():
     print(f'{name:26s} export  max|dlogits| {diff:.2e}   '
           f'import max|dlogits| {import_diff(os.path.join(HERE, name)):.2e}')
-  dense_ref = np.load(os.path.join(HERE, 'export_dense', 'reference.npz'))['logits']
-  moe_ref = np.load(os.path.join(HERE, 'export_mixtral_upcycled', 'reference.npz'))['logits']
-  print(f'transformers: upcycled Mixtral vs dense Llama max|dlogits| '
-        f'{np.max(np.abs(moe_ref - dense_ref)):.2e}')
+  if make('export_dense') or make('export_mixtral_upcycled'):
+    dense_ref = np.load(os.path.join(HERE, 'export_dense', 'reference.npz'))['logits']
+    moe_ref = np.load(os.path.join(HERE, 'export_mixtral_upcycled', 'reference.npz'))['logits']
+    print(f'transformers: upcycled Mixtral vs dense Llama max|dlogits| '
+          f'{np.max(np.abs(moe_ref - dense_ref)):.2e}')
   total = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(HERE) for f in fs)
   print(f'fixtures: {total / 1024:.0f} KiB')
 
 
 if __name__ == '__main__':
-  main()
+  main(sys.argv[1:])

@@ -86,6 +86,12 @@ def _pickle_only(tmp_path):
   return d
 
 
+def _odd_shared_width(tmp_path):
+  d = _copy(tmp_path, 'qwen2_moe_shared')
+  _edit_config(d, shared_expert_intermediate_size=9)
+  return d
+
+
 def _no_tokenizer(tmp_path):
   d = _copy(tmp_path, 'qwen3_qk_norm')
   os.remove(d / 'tokenizer.json')
@@ -104,6 +110,8 @@ _BAD = [
                         'LlamaForCausalLM, MixtralForCausalLM'),
     (_pickle_only, r'no \*.safetensors files \(pickled .bin checkpoints are not read'),
     (_no_tokenizer, 'has no tokenizer.json'),
+    (_odd_shared_width, r'shared_expert_intermediate_size=9, not a multiple of '
+                        r'moe_intermediate_size=6'),
 ]
 
 
@@ -134,6 +142,9 @@ def _config(**groups):
      r'dense layers between MoE layers \(moe.every=2'),
     ('mixtral', dict(moe=dict(num_experts=4, renormalize=False)), 'moe.renormalize=False'),
     ('mixtral', dict(moe=dict(num_experts=4, num_shared_experts=1)), 'moe.num_shared_experts=1'),
+    ('auto', dict(moe=dict(num_experts=4, num_shared_experts=1)),
+     r'an ungated shared expert \(moe.shared_gate=False'),
+    ('qwen2_moe', dict(moe=dict(num_experts=4)), r'no shared expert .* Qwen2MoeForCausalLM'),
     ('auto', dict(moe=dict(num_experts=4, score='sigmoid')), "moe.score='sigmoid'"),
     ('auto', dict(moe=dict(num_experts=4, use_bias=True)), 'moe.use_bias'),
     ('auto', dict(moe=dict(num_experts=4, router='hash')), "moe.router='hash'"),
@@ -149,6 +160,7 @@ def test_export_refuses_what_the_arch_cannot_hold(arch, groups, match):
     ({}, 'llama'), (dict(model=dict(qk_norm=True)), 'qwen3'),
     (dict(model=dict(qkv_bias=True)), 'qwen2'), (dict(moe=dict(num_experts=4)), 'mixtral'),
     (dict(moe=dict(num_experts=4, every=2), model=dict(qk_norm=True, num_layers=4)), 'qwen3_moe'),
+    (dict(moe=dict(num_experts=4, num_shared_experts=2, shared_gate=True)), 'qwen2_moe'),
 ])
 def test_auto_picks_the_arch_of_the_features(groups, want):
   assert archs.pick(_config(**groups)).name == want

@@ -45,3 +45,19 @@ def test_upcycled_export_keeps_the_dense_function():
                                                 fixtures.base_config())
   assert arch == 'mixtral' and config.moe.num_experts == 4
   assert np.max(np.abs(fixtures.logits(config, params, tokens) - dense)) < 1e-4
+
+
+def test_finegrained_shared_export_as_qwen2_moe_keeps_the_dense_function():
+  """dense (Qwen2-style) -> finegrained (2 copies x granularity 2, top-2 of 4,
+  a gated shared expert), exported as Qwen2-MoE: transformers gives our dense
+  model's logits, and our import of it is the shared-expert MoE it was."""
+  ref = np.load(fixtures.path('export_qwen2_moe_upcycled') + '/reference.npz')
+  assert np.max(np.abs(ref['logits'] - ref['dense_logits'])) < 1e-5
+  assert np.std(ref['dense_logits']) > 0.5
+  config, params, _, _, arch = importer.convert(fixtures.path('export_qwen2_moe_upcycled'),
+                                                fixtures.base_config())
+  m = config.moe
+  assert arch == 'qwen2_moe' and (m.num_experts, m.top_k, m.d_ff) == (4, 2, 6)
+  assert m.num_shared_experts == 2 and m.shared_gate and config.model.qkv_bias
+  got = fixtures.logits(config, params, ref['tokens'])
+  assert np.max(np.abs(got - ref['dense_logits'])) < 1e-4

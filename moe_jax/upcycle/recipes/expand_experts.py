@@ -13,22 +13,44 @@ replicas' router biases (needs moe.use_bias; set 0 without it), split_bias
 [False]: every router bias times 1/m, since m copies split each softmax score
 m ways and selection is by score + bias; with it and equal copies per expert,
 top-1 with renormalised gates is exact up to delta (without it, nonzero
-biases change picks: tests/upcycle/test_preservation.py). The target has
-moe.num_experts x upcycle.factor. Not exact: copies tie, so a top-k slot that
-went to one expert now goes to its copy and the token loses its next-best
-expert.
+biases change picks: tests/upcycle/test_preservation.py), granularity [1]:
+G > 1 copies virtual groups of G contiguous experts whole (a fine-grained
+MoE, recipes/finegrained.py): a group's utility is its members' summed
+scores, its copies are G contiguous experts in member order under either
+layout, and its members share one draw of the bias noise, so they keep
+tying; the router heuristic's own weight noise is still drawn per expert.
+The target has moe.num_experts x upcycle.factor. Not exact: copies tie, so a
+top-k slot that went to one expert now goes to its copy and the token loses
+its next-best expert. At step 0 of a finegrained upcycle every group is the
+dense MLP, so a whole-group doubling is exact there
+(tests/upcycle/test_finegrained.py); copying single shards
+(granularity=1) under the in_place layout, or drawing their bias noise apart,
+lets top-(k G) take part of a group and is not.
 """
+import numpy as np
+
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import layout, ops, utility
 from moe_jax.upcycle import recipes
 from moe_jax.upcycle.rules import Rule
 
 
+def _groups(src, a):
+  """Virtual groups per layer (E / G), or a ConfigError naming granularity."""
+  g = a['granularity']
+  if isinstance(g, bool) or not isinstance(g, int) or g < 1 or src.moe.num_experts % g:
+    raise ConfigError(f'upcycle.args.granularity={g!r} must be a positive integer dividing '
+                      f'moe.num_experts={src.moe.num_experts}')
+  return src.moe.num_experts // g
+
+
 def _counts(src, a, multiplier):
+  """Copies per virtual group (per expert at granularity 1), per MoE layer."""
   moe_layers = [f'layers_{i}' for i, k in enumerate(layout.layer_kinds(src)) if k == 'moe']
   utility.check_allocation(a['utility_allocation'])
+  groups, g = _groups(src, a), a['granularity']
   if a['allocation'] == 'uniform':
-    return {layer: [multiplier] * src.moe.num_experts for layer in moe_layers}
+    return {layer: [multiplier] * groups for layer in moe_layers}
   if a['allocation'] != 'utility':
     raise ConfigError(f"upcycle.args.allocation={a['allocation']!r} is not one of "
                       "('uniform', 'utility')")
@@ -38,12 +60,15 @@ def _counts(src, a, multiplier):
     raise ConfigError(f'utility scores requested with no data for {", ".join(missing)}: '
                       'transition.grow computes upcycle.args.scores')
   rule, seed = a['utility_allocation'], src.upcycle.seed
-  return {layer: [int(c) for c in utility.allocate(scores[layer], multiplier, rule, seed)]
+  summed = {layer: [float(x) for x in np.asarray(scores[layer]).reshape(groups, g).sum(-1)]
+            for layer in moe_layers}
+  return {layer: [int(c) for c in utility.allocate(summed[layer], multiplier, rule, seed)]
           for layer in moe_layers}
 
 
 def _more_experts(dst, src, factor, args):
   utility.check_allocation(args['utility_allocation'])   # before any gradient is taken
+  _groups(src, args)
   if args['utility_metric'] not in utility.METRICS:
     raise ConfigError(f"upcycle.utility_metric={args['utility_metric']!r} is not one of "
                       f'{utility.METRICS}')
@@ -71,7 +96,7 @@ def _scores(inputs, args, seed):
 @recipes.register('expand_experts', dict(
     allocation='uniform', scores=None, utility_allocation='dhondt', utility_metric='grad_norm',
     utility_batches=64, layout='append', expert_heuristic='copy', expert_args={},
-    router_heuristic='copy', router_args={}, delta=1e-3, split_bias=False),
+    router_heuristic='copy', router_args={}, delta=1e-3, split_bias=False, granularity=1),
                   target=_more_experts, uses_factor=True, batches=_score_batches,
                   prepare=_scores)
 def expand_experts(src, dst, args):
@@ -86,16 +111,19 @@ def expand_experts(src, dst, args):
   if a['split_bias'] and any(set(c) != {m} for c in counts.values()):
     raise ConfigError(f'upcycle.args.split_bias=True needs {m} copies of every expert '
                       f'(one score split {m} ways); the allocation gave {counts}')
-  slots = {layer: layout.replica_slots(c, a['layout']) for layer, c in counts.items()}
+  g = a['granularity']
+  slots = {layer: layout.grouped(layout.replica_slots(c, a['layout']), g)
+           for layer, c in counts.items()}
   rules = (
       Rule(r'layers_\d+/moe/experts/(wi_0|wi_1|wo)', (r'\g<0>',),
            ops.replicate_experts(slots, a['expert_heuristic'], a['expert_args'])),
       Rule(r'layers_\d+/moe/router/(w|bias)', (r'\g<0>',),
            ops.extend_router(slots, a['router_heuristic'], a['router_args'], a['delta'],
-                             1 / m if a['split_bias'] else 1.0)),
+                             1 / m if a['split_bias'] else 1.0, g)),
       recipes.copy_rest(),
   )
   resolved = {k: v for k, v in a.items() if k != 'scores'}
+  counts = {layer: [int(c) for c in s.counts] for layer, s in slots.items()}   # per expert
   records = {}
   if a['allocation'] == 'utility':
     records['upcycle_scores.json'] = utility.dump(
