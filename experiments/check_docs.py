@@ -59,12 +59,18 @@ LEGACY_FILE = 'experiments/provenance_legacy.txt'
 RUN_FILES = re.compile(r'(metrics\.jsonl|overrides\.json|upcycle_report\.json|config\.json|'
                        r'status\.json|lineage\.json|benchmarks\.\d+\.jsonl)')
 CLAIMS = 'docs/claims.json'   # what docs/results.md states; its numbers come from results files
+# The seed pages, whose claim rows CLAIMS must cover, and the words by which a
+# row says it is no claim of the paper.
+SEED_PAGES = re.compile(r'docs/(seed\d+\w*|moesturizer\w*)\.md')
+NOT_CLAIMS = ("not the paper's axis", 'no claim of the paper')
 
-_BLOCK = re.compile(r'<!-- generated: (\S+) --results=(\S+) -->\n(.*?)<!-- end generated -->\n',
-                    re.S)
+_BLOCK = re.compile(r'<!-- generated: (\S+) --results=(\S+)((?: --\w+)*) -->\n(.*?)'
+                    r'<!-- end generated -->\n', re.S)
 _HEADING = re.compile(r'(#+) ')
 _LINK = re.compile(r'\]\(([^)\s]+)\)')
 _NUMBER = re.compile(r'\d\.\d')
+_VERDICT = re.compile(r'(?i)\b(agrees|disagrees|inconclusive|not run)\b')
+_BOLD = re.compile(r'\*\*(.+?)\*\*')
 
 
 def _code(text):
@@ -89,6 +95,7 @@ RENDERERS = {
     'experiments.moesturizer.letter_probe': _markdown(letter_probe.from_results),
     'experiments.moesturizer.table': _markdown(moesturizer_table.table),
     'experiments.results_page': _markdown(results_page.from_results),
+    'experiments.results_page --summary': results_page.summary,
 }
 
 
@@ -96,7 +103,7 @@ def _blocks(page, repo):
   """(match, fresh body or None for an unknown report) per generated block."""
   out = []
   for m in _BLOCK.finditer(page):
-    render = RENDERERS.get(m.group(1))
+    render = RENDERERS.get(m.group(1) + m.group(3))
     out.append((m, render(os.path.join(repo, m.group(2))) if render else None))
   return out
 
@@ -229,10 +236,67 @@ def unrecorded(repo):
   return findings
 
 
+def _claim_rows(text):
+  """(line number, text) of a seed page's claim rows: each table row whose last
+  cell holds a verdict, and each paragraph or list item with a bold
+  span holding one (code blocks aside). A row that says it is no claim of
+  the paper (NOT_CLAIMS) is none."""
+  out, para, start = [], [], 0
+  def flush():
+    joined = ' '.join(para)
+    if any(_VERDICT.search(b) for b in _BOLD.findall(joined)):
+      out.append((start, joined))
+  for n, line, _ in _prose(text):
+    if line.startswith('|'):
+      cells = [c.strip() for c in line.strip().strip('|').split('|')]
+      if len(cells) > 1 and _VERDICT.search(cells[-1]):
+        out.append((n, line))
+    if not line.strip() or line.startswith(('|', '#')) or re.match(r'\s*([-*]|\d+\.) ', line):
+      flush()
+      para, start = ([line], n) if line.strip() and not line.startswith(('|', '#')) else ([], n)
+    else:
+      para.append(line.strip())
+  flush()
+  return [(n, t) for n, t in out if not any(x in t for x in NOT_CLAIMS)]
+
+
+def uncovered_claims(repo):
+  """Findings for seed pages' claim rows that no claim of CLAIMS covers (its
+  `rows`: "page.md: text the row holds"), and for `rows` entries that match
+  no claim row (so the list cannot go stale)."""
+  path = os.path.join(repo, CLAIMS)
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    wanted = [r for seed in json.load(f)['seeds'] for c in seed['claims'] for r in c.get('rows', [])]
+  by_page, used, findings = {}, set(), []
+  for r in wanted:
+    page, sep, text = r.partition(': ')
+    if not sep:
+      findings.append(f'{CLAIMS}: row {r!r} is not "page.md: text"')
+    by_page.setdefault(page, []).append((r, text))
+  for rel in _pages(repo):
+    if not SEED_PAGES.fullmatch(rel):
+      continue
+    with open(os.path.join(repo, rel)) as f:
+      text = f.read()
+    mine = by_page.get(os.path.relpath(rel, 'docs'), [])
+    for n, row in _claim_rows(text):
+      hits = [r for r, t in mine if t in row]
+      used.update(hits)
+      if not hits:
+        findings.append(f'{rel}:{n}: a claim row that no claim in {CLAIMS} covers '
+                        f'(its "rows": "{os.path.relpath(rel, "docs")}: <text of the row>")')
+  findings += [f'{CLAIMS}: row {r!r} matches no claim row of its page'
+               for r in wanted if r not in used]
+  return findings
+
+
 def check(update=False, repo=REPO):
   """One line per finding (empty: docs and data agree)."""
   findings = []
-  for rel in _pages(repo):
+  readme = ['README.md'] if os.path.exists(os.path.join(repo, 'README.md')) else []
+  for rel in _pages(repo) + readme:
     path = os.path.join(repo, rel)
     with open(path) as f:
       page = f.read()
@@ -240,25 +304,28 @@ def check(update=False, repo=REPO):
     for m, body in _blocks(page, repo):
       line = page[:m.start()].count('\n') + 1
       if body is None:
-        findings.append(f'{rel}:{line}: no report {m.group(1)!r} in check_docs.RENDERERS')
-      elif body != m.group(3):
+        findings.append(f'{rel}:{line}: no report {m.group(1) + m.group(3)!r} in '
+                        'check_docs.RENDERERS')
+      elif body != m.group(4):
         findings.append(f'{rel}:{line}: differs from `python -m {m.group(1)} '
-                        f'--results={m.group(2)}`')
-        new += [page[pos:m.start(3)], body]
-        pos = m.end(3)
+                        f'--results={m.group(2)}{m.group(3)}`')
+        new += [page[pos:m.start(4)], body]
+        pos = m.end(4)
     if update and pos:
       atomic.write_text(path, ''.join(new) + page[pos:])
     if RESULTS_PAGES.fullmatch(rel):   # a generated block's own lines are checked above
       bare = _BLOCK.sub(lambda m: '\n' * m.group(0).count('\n'), page)
       findings += [f'{rel}:{n}: a results table that is neither generated nor in a section '
                    f'marked "{LOST}"' for n in _uncovered_tables(bare)]
-    if page.count('\n') > MAX_LINES:
+    if rel in readme:
+      if '<!-- generated: experiments.results_page --results=docs/claims.json --summary -->' \
+          not in page:
+        findings.append('README.md: no summary generated from docs/claims.json '
+                        '(experiments.results_page --summary)')
+    elif page.count('\n') > MAX_LINES:
       findings.append(f'{rel}: {page.count(chr(10))} lines, over {MAX_LINES}: split the page')
     findings += broken_links(rel, page, repo)
-  if os.path.exists(os.path.join(repo, 'README.md')):
-    with open(os.path.join(repo, 'README.md')) as f:
-      findings += broken_links('README.md', f.read(), repo)
-  return findings + unrecorded(repo)
+  return findings + uncovered_claims(repo) + unrecorded(repo)
 
 
 def main(argv):

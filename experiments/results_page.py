@@ -3,8 +3,8 @@ claims file whose every number is resolved from a committed results file.
 
   python -m experiments.results_page --results=docs/claims.json
 
-prints the page's generated block; `python -m experiments.check_docs`
-rebuilds and compares it. A claim in the claims file reads
+prints the page's generated block (`--summary`: the README's one line per
+seed); `python -m experiments.check_docs` rebuilds and compares both. A claim in the claims file reads
 
   {"claim": what the paper says, "quantity": what we measured (its unit),
    "value": a source, "against": a second source (optional),
@@ -26,6 +26,9 @@ and a source is one of
   {"eval": SWEEP_DIR, "mode": "loglik", "model": "sft", "task": "arc_easy"}
                                                         accuracy, mean over seeds, with
                                                         Wilson's interval at one seed's n
+  {"row": "seed001.md", "contains": "router collapses"} the interval a generated table row
+                                                        of that page prints (check_docs
+                                                        rebuilds the table from its file)
 
 The verdict is computed wherever there is an interval: one value is held
 against `supports` (experiments.stats.verdict); a value `against` another
@@ -33,7 +36,15 @@ agrees or disagrees only where their intervals are disjoint (`supports`
 [0, null] reads value > against). A stated verdict must equal the computed
 one (else an error); without an interval it must be stated ('inconclusive',
 'not run', or a verdict a note explains), and a claim without a source may
-state no decimal number.
+state no decimal number. A claim with "outside": why (its runs lie outside
+the paper's setting, e.g. a ratio below the paper's lowest) is inconclusive
+whatever its interval says; the column names the interval's verdict.
+
+What a verdict rests on is written in its column, from the data: "(1 seed)"
+where `seeds` starts with 1 (it starts with the count of seeds), "(no
+interval)" where no interval decides it. `rows` (optional) lists
+"page.md: text" of the seed pages' claim rows the claim covers
+(experiments.check_docs: every claim row is covered).
 """
 import math
 import os
@@ -103,7 +114,27 @@ def resolve(src):
     mean, n = sum(r['accuracy'] for r in rs) / len(rs), rs[0]['n']
     lo, hi = harness.wilson(mean * n, n)
     return dict(estimate=100 * mean, lo=100 * lo, hi=100 * hi, seeds=len(rs))
-  raise ConfigError(f'claims: a source names none of quickstart, runs, json, eval: {src}')
+  if 'row' in src:
+    return _row(src['row'], src['contains'])
+  raise ConfigError(f'claims: a source names none of quickstart, runs, json, eval, row: {src}')
+
+
+_INTERVAL = re.compile(r'([+-]?\d+\.\d+) \[95% CI ([+-]?\d+\.\d+), ([+-]?\d+\.\d+)\]')
+_GENERATED = re.compile(r'<!-- generated: .*?<!-- end generated -->', re.S)
+
+
+def _row(page, contains):
+  """The first interval of the one generated table row of docs/`page` holding `contains`."""
+  with open(_path(os.path.join('docs', page))) as f:
+    text = f.read()
+  found = [l for b in _GENERATED.findall(text) for l in b.splitlines()
+           if l.startswith('|') and contains in l]
+  m = _INTERVAL.search(found[0]) if len(found) == 1 else None
+  if m is None:
+    raise ConfigError(f'claims: {len(found)} generated rows of docs/{page} hold {contains!r} '
+                      '(want one, with an interval)')
+  estimate, lo, hi = map(float, m.groups())
+  return dict(estimate=estimate, lo=lo, hi=hi)
 
 
 def _bound(x, default):
@@ -143,8 +174,30 @@ def _ours(claim, value, against):
   return text
 
 
+def seed_count(claim):
+  """The claim's number of seeds: `seeds` starts with it (None: '-', not run)."""
+  m = re.match(r'\d+', claim['seeds'])
+  return int(m.group()) if m else None
+
+
+def qualifiers(claim, verdict, computed):
+  """What the verdict rests on, for its column: ['1 seed', 'no interval', ...]."""
+  out = []
+  if verdict == 'not run':
+    return out
+  if seed_count(claim) == 1:
+    out.append('1 seed')
+  if computed is None:
+    out.append('no interval')
+  if claim.get('outside'):
+    out.append(f'outside the paper\'s setting: {claim["outside"]}; '
+               f'the interval alone: {computed}')
+  return out
+
+
 def rows(claims):
-  """[(seed entry, [(claim, verdict, ours)])] with every number resolved."""
+  """[(seed entry, [(claim, verdict, its qualifiers, ours)])] with every number
+  resolved."""
   out = []
   for seed in claims['seeds']:
     got = []
@@ -162,13 +215,16 @@ def rows(claims):
       if stated is not None and stated not in VERDICTS:
         raise ConfigError(f'claims: verdict {stated!r} of {c["claim"]!r} is not one of '
                           f'{", ".join(VERDICTS)}')
-      if computed and stated and computed != stated:
+      if computed and stated and computed != stated and not c.get('outside'):
         raise ConfigError(f'claims: {c["claim"]!r} states {stated!r}, its interval says '
                           f'{computed!r}')
-      v = computed or stated
+      if c.get('outside') and (computed is None or stated != 'inconclusive'):
+        raise ConfigError(f'claims: {c["claim"]!r} lies outside the paper\'s setting: it needs '
+                          'an interval and the stated verdict \'inconclusive\'')
+      v = stated if c.get('outside') else computed or stated
       if v is None:
         raise ConfigError(f'claims: {c["claim"]!r} has no interval: state its verdict')
-      got.append((c, v, ours))
+      got.append((c, v, qualifiers(c, v, computed), ours))
     out.append((seed, got))
   return out
 
@@ -179,25 +235,41 @@ def from_results(path):
     raise ConfigError(f'--results={path} is not a file')
   lines = []
   for seed, got in rows(files.read_json(path)):
-    counts = {v: sum(1 for _, x, _ in got if x == v) for v in VERDICTS}
+    counts = {v: sum(1 for _, x, _, _ in got if x == v) for v in VERDICTS}
     lines += [f'## Seed {seed["seed"]}: {seed["paper"]}', '',
               f'{seed["summary"]} ({", ".join(f"{n} {v}" for v, n in counts.items() if n)}; '
               f'the page: [{seed["page"]}]({seed["page"]}))', '',
               '| the paper says | our verdict | ours [95 % interval] | scale, seeds | where |',
               '|---|---|---|---|---|']
-    for c, v, ours in got:
-      note = f' ({c["note"]})' if c.get('note') else ''
+    for c, v, quals, ours in got:
+      said = ', '.join(quals) + ('; ' if quals and c.get('note') else '') + c.get('note', '')
+      note = f' ({said})' if said else ''
       lines.append(f'| {c["claim"]} | **{v}**{note} | {ours} | {c["scale"]}; {c["seeds"]} | '
                    f'[section]({c["section"]}) |')
     lines.append('')
   return '\n'.join(lines)
 
 
+def summary(path):
+  """The README's summary from a claims file: one line per seed, its summary
+  and its verdicts counted, so the README cannot say more than the claims."""
+  if not os.path.isfile(path):
+    raise ConfigError(f'--results={path} is not a file')
+  lines = []
+  for seed, got in rows(files.read_json(path)):
+    counts = {v: sum(1 for _, x, _, _ in got if x == v) for v in VERDICTS}
+    lines.append(f'- Seed {seed["seed"]} ({seed["paper"]}): {seed["summary"]} '
+                 f'({", ".join(f"{n} {v}" for v, n in counts.items() if n)}).')
+  return '\n'.join(lines) + '\n'
+
+
 def main(argv):
   del argv
-  print(cli.run_reporting_errors(from_results, flags.FLAGS.results), end='')
+  render = summary if flags.FLAGS.summary else from_results
+  print(cli.run_reporting_errors(render, flags.FLAGS.results), end='')
 
 
 if __name__ == '__main__':
   flags.DEFINE_string('results', 'docs/claims.json', 'The claims file.')
+  flags.DEFINE_bool('summary', False, "Print the README's summary instead of the page's block.")
   cli.run_app(main)

@@ -82,11 +82,12 @@ def _nearest(ref, fractions):
 
 _TABLE4_LABELS = dict(fixed='Fixed-E', fixed2x='Fixed-2E', random='Random', uniform='Uniform',
                       weight_norm='‖w‖²', saliency='‖g‖·‖w‖', grad_norm='‖g‖²',
-                      curvature='‖g‖²/H')
+                      curvature='‖g‖²/H', equal_draw='Equal draw')
 
 
 def report4(runs, arg):
-  cols = ('fixed', 'fixed2x') + table4.STRATEGIES
+  cols = ('fixed', 'fixed2x') + table4.STRATEGIES + (
+      ('equal_draw',) if 'equal_draw' in table4.strategies(arg) else ())
   head = ['run', 'CPT'] + [_TABLE4_LABELS[c] for c in cols] + ['Eff. uniform %', 'Eff. ‖g‖² %']
   out, by_cpt = [], {}
   for seed, f, names in table4.rows(arg):
@@ -98,7 +99,7 @@ def report4(runs, arg):
   for f in sorted(by_cpt):
     ref = dict(zip(reference.TABLE4_COLUMNS, reference.TABLE4[f]))
     eff = [_eff(ref['fixed'], ref[s], ref['fixed2x']) for s in ('uniform', 'grad_norm')]
-    ref_rows.append(['paper', f'{round(100 * f)}%'] + [_fmt(ref[c], 3) for c in cols] + eff)
+    ref_rows.append(['paper', f'{round(100 * f)}%'] + [_fmt(ref.get(c), 3) for c in cols] + eff)
   means = []
   for f, group in sorted(by_cpt.items()):
     if len(group) > 1:

@@ -1,6 +1,6 @@
-r"""Staged upcycling against one jump, at equal total tokens (beyond the seeds:
-seed 000 grows once; practitioners ask whether dense -> E -> 2E -> 4E in
-stages beats growing once).
+r"""Staged upcycling against one jump, at equal total tokens (seed 000's
+experiments grow once; its conclusion proposes dense -> moderate MoE by
+sparse upcycling, then expert upcycling step by step, untested there).
 
   python -m experiments.launch --config=experiments/seed000/staged.py --workdir=DIR --parallel=2
   python -m experiments.seed000.report --table=staged --workdir=DIR

@@ -27,6 +27,32 @@ proportional rule at 25 % and 100 % CPT, 3 seeds:
   python -m experiments.seed000.report --table=4 --workdir=DIR \
       --arg=allocation=proportional,cpt=25+100,seed_cpt=25+100
 
+`control=True` adds the arm
+  equal_draw   the extra copies drawn with replacement with probability 1/E
+               (upcycle.args.utility_allocation=equal; ||w||^2 scores, which
+               need no gradients, are computed and ignored): `sampled`'s
+               randomness without its utility
+
+Issue 71's run, its settings fixed here before it was launched: the seed's
+greedy rule, D'Hondt (§5.3.2), at 25 % CPT, seeds 0-5, every strategy and
+the equal_draw control, 54 runs:
+
+  python -m experiments.launch \
+      --config=experiments/seed000/table4.py:allocation=dhondt,cpt=25,seed_cpt=25,seeds=6,control=True \
+      --workdir=DIR --parallel=1
+  python -m experiments.seed000.report --table=4 --workdir=DIR \
+      --arg=allocation=dhondt,cpt=25,seed_cpt=25,seeds=6,control=True
+
+It answers two open questions of docs/seed000.md: does the seed's own rule
+(which at m = 2 gives near-equal utilities their second copy each, i.e.
+uniform) reproduce Table 4, and is `sampled`'s 6-seed gain over Uniform
+(-0.0084 [-0.0137, -0.0032], docs/seed000/table4_sampled.json) the utility's
+or the random counts' (‖g‖² sampled against equal_draw)? Cost, from
+table4_sampled.json's wall_s (two runs at a time beside other jobs): 12
+Fixed runs of 1,000 steps at ~150 s, 42 upcycled branches of 200 steps at
+~60 s, about 4,400 s of run time (1.2 hours) at --parallel=1 on an idle
+machine, more beside other jobs.
+
 `:small`: the 100% row (no decay branches), two strategies, one seed, a tiny
 model (CI); `small,allocation=proportional` the same with that rule.
 """
@@ -38,7 +64,7 @@ CPT_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 
 
 def _arg(arg):
-  a = base.parse(arg, allocation='dhondt', cpt='25+50+75+100', seed_cpt='25')
+  a = base.parse(arg, allocation='dhondt', cpt='25+50+75+100', seed_cpt='25', control=False)
   utility.check_allocation(a.allocation)
   if a.small:
     a.update(cpt='100', seeds=1)
@@ -52,8 +78,19 @@ def _fractions(text):
   return tuple(out)
 
 
+def strategies(arg=None):
+  """The strategies a sweep runs: STRATEGIES (two at `:small`), and
+  equal_draw where `control`."""
+  a = _arg(arg)
+  return (('random', 'curvature') if a.small else STRATEGIES) + (
+      ('equal_draw',) if a.control else ())
+
+
 def strategy(name):
   """The config overrides of a duplication strategy."""
+  if name == 'equal_draw':
+    return {'upcycle.args.allocation': 'utility', 'upcycle.utility_metric': 'weight_norm',
+            'upcycle.args.utility_allocation': 'equal'}
   if name == 'random':
     return {'upcycle.args.allocation': 'uniform', 'upcycle.args.expert_heuristic': 'random'}
   if name == 'uniform':
@@ -75,7 +112,7 @@ def plan(arg=None):
 def rows(arg=None):
   """[(seed, CPT fraction, {column: run name})], column in fixed, fixed2x and STRATEGIES.
   A seed's longest budget's Fixed runs are its long runs, the others their branches."""
-  strategies = ('random', 'curvature') if _arg(arg).small else STRATEGIES
+  names = strategies(arg)
   out = []
   for seed, fractions in plan(arg).items():
     p = _prefix(seed)
@@ -83,7 +120,7 @@ def rows(arg=None):
       cpt = round(100 * f)
       fixed = {arm: p + arm if f == fractions[-1] else f'{p}cpt={cpt}_{arm}'
                for arm in ('fixed', 'fixed2x')}
-      out.append((seed, f, dict(fixed, **{s: f'{p}cpt={cpt}_{s}' for s in strategies})))
+      out.append((seed, f, dict(fixed, **{s: f'{p}cpt={cpt}_{s}' for s in names})))
   return out
 
 

@@ -27,6 +27,29 @@ different commits and differ by up to 0.013 nats per run
 (docs/rerun_drift.md): they are compared through their seed intervals,
 never run by run.
 
+`first_seed` (default 0) starts the seeds there: seeds first_seed ..
+first_seed + seeds - 1, the names `k{k}_s{s}_...` of those seeds.
+
+Issue 71's run, its settings fixed here before it was launched: top-1 on the
+paper's four activation ratios, K/2E = 25 %, 12.5 %, 6.25 % and 3.12 %
+(E = 2, 4, 8, 16), at T = 4500, tau = 2250, seeds 3-8:
+
+  python -m experiments.launch \
+      --config=experiments/seed000/table5.py:top_k=1,steps=4500,experts=2+4+8+16,first_seed=3,seeds=6 \
+      --workdir=DIR --parallel=1
+  python -m experiments.seed000.report --table=5 --workdir=DIR \
+      --arg=top_k=1,steps=4500,experts=2+4+8+16,first_seed=3,seeds=6
+
+T = 4500 is the setting seed 0's one-seed probe chose on 2026-11-28
+(docs/seed000.md, "Table 5 at top-1 where 2E beats E"); it is fixed here
+for seeds that played no part in choosing it (seeds 1-2 ran at it after the
+choice; 3-8 have not run at all). 84 runs. Cost, from
+docs/seed000/table5_top1_T4500.json's wall_s (two runs at a time beside
+other jobs): per seed about 5 Fixed runs of 4,500 steps at 250-300 s, the
+dense run at ~150 s and 8 branches of 2,250 steps at 140-170 s, ~2,900 s,
+so 6 seeds are ~17,000 s (4.8 hours) of run time, up to twice that when the
+machine is shared (that file's 16,054 s for 42 runs held 1,000 s runs).
+
 The issue-22 run of 2026-11-23 (top-2, one seed, T = 1600, tau = 800) is
 `:top_k=2,seeds=1,steps=1600`. `:small` is two top-ks, one seed, E = 2, 20
 steps of a tiny model (CI).
@@ -38,7 +61,8 @@ EXPERTS = (4, 8, 16, 32)   # E; targets 2E
 
 
 def _arg(arg):
-  a = base.parse(arg, top_k='1+2', steps=2250, experts='+'.join(map(str, EXPERTS)))
+  a = base.parse(arg, top_k='1+2', steps=2250, experts='+'.join(map(str, EXPERTS)),
+                 first_seed=0)
   if a.small:
     a.update(steps=20, seeds=1, experts='2')
   return a
@@ -57,7 +81,8 @@ def rows(arg=None):
   a = _arg(arg)
   return [(k, s, e, dict(fixed=f'k{k}_s{s}_moe_{e}', fixed2x=f'k{k}_s{s}_moe_{2 * e}',
                          upcycled=f'k{k}_s{s}_up_{e}', sparse=f'k{k}_s{s}_sparse_{2 * e}'))
-          for k in _ints(a.top_k) for s in range(a.seeds) for e in _ints(a.experts)]
+          for k in _ints(a.top_k) for s in range(a.first_seed, a.first_seed + a.seeds)
+          for e in _ints(a.experts)]
 
 
 def get_config(arg=None):

@@ -47,8 +47,26 @@ extend.json), 12 runs and 5,040 s. So `:bracket,seeds=3` is 36 runs and
 4.2 hours of run time, about 2.1 hours of wall time at --parallel=2;
 `:diagonal,seeds=3` is 18 runs, 2.8 hours, about 1.4 at --parallel=2.
 
-`:small` is CI's: alone, the grid's CI variant; with `diagonal` or
-`bracket`, the smallest size at D = 10 steps, or 5 and 10
+`:end` runs the bracket's nearest-to-decided end alone: the largest size
+(N1 = 131,392) at D1 = D2 = D = 12,800 steps (13.1M tokens), where three
+seeds gave MoE - upcycled -0.0256 [-0.0519, +0.0006] (docs/seed002/
+seeds.json). Issue 71's run, its settings fixed here before it was launched:
+
+  python -m experiments.launch --config=experiments/seed002/extend.py:end,seeds=9 \
+    --workdir=DIR --parallel=1
+  python -m experiments.seed002.report --study=seeds --workdir=DIR
+
+Nine seeds, 0-8, all in the new workdir so that all come from one commit
+(the committed seeds 0-2 ran at another). Why nine: the three seeds'
+differences have sd 0.0106, and a 95 % t half-width of 0.01 needs n with
+t(n-1) 0.0106 / sqrt(n) <= 0.01, n = 7 (2.447 x 0.0106 / 2.646 = 0.0098);
+nine (2.306 x 0.0106 / 3 = 0.0081) leave room for a larger sd. 27 runs.
+Cost, from seeds.json's wall_s for this size and D (two at a time beside
+other jobs): dense ~220 s, upcycled ~410 s, MoE from scratch ~390 s, about
+1,020 s a seed, 9,200 s (2.5 hours) of run time.
+
+`:small` is CI's: alone, the grid's CI variant; with `diagonal`,
+`bracket` or `end`, the smallest size at D = 10 steps, or 5 and 10
 (`:small,diagonal,seeds=2`: 6 runs, under two minutes on 2 cores).
 """
 from experiments import hyper, sweep
@@ -69,18 +87,21 @@ DIAGONAL = diagonal(EXTEND['sizes'], DIAGONAL_D[0])
 
 
 def parse(arg=None):
-  arg = common.parse(arg, diagonal=False, bracket=False, seeds=1)
-  if arg.diagonal and arg.bracket:
-    raise ValueError('give one of diagonal, bracket')
+  arg = common.parse(arg, diagonal=False, bracket=False, end=False, seeds=1)
+  if arg.diagonal + arg.bracket + arg.end > 1:
+    raise ValueError('give one of diagonal, bracket, end')
   if arg.seeds < 1:
     raise ValueError(f'seeds={arg.seeds} must be at least 1')
   return arg
 
 
 def plans(arg=None):
-  """The grids (grid.points' budgets) one seed runs: the extension, or one
-  diagonal per D of `:diagonal` / `:bracket`."""
+  """The grids (grid.points' budgets) one seed runs: the extension, one
+  diagonal per D of `:diagonal` / `:bracket`, or `:end`'s one point."""
   arg = parse(arg)
+  if arg.end:
+    sizes = grid.SMALL['sizes'] if arg.small else EXTEND['sizes']
+    return [diagonal(sizes[-1:], (SMALL_DIAGONAL_D if arg.small else DIAGONAL_D)[0])]
   if not (arg.diagonal or arg.bracket):
     return [grid.SMALL if arg.small else EXTEND]
   ds = ((SMALL_BRACKET_D if arg.small else BRACKET_D) if arg.bracket else

@@ -45,6 +45,10 @@ r_e = m:
   sampled       the extra copies drawn with replacement with probability
                 u_e / sum(u) from a generator seeded by `seed` (upcycle.seed):
                 proportional in expectation, random in each draw.
+  equal         the same draws with probability 1 / E whatever the scores:
+                sampled's randomness without its utility, the control that
+                says whether sampled's gain is the utility or the unequal
+                counts (equal scores make sampled draw exactly these).
 """
 import jax
 import jax.numpy as jnp
@@ -127,7 +131,7 @@ def model_scores(config, params, batches, metric):
   return expert_scores(params, acc, metric)
 
 
-ALLOCATIONS = ('dhondt', 'proportional', 'sampled')
+ALLOCATIONS = ('dhondt', 'proportional', 'sampled', 'equal')
 
 
 def check_allocation(rule):
@@ -152,8 +156,9 @@ def allocate(scores_E, multiplier, rule='dhondt', seed=0):
     rest = extra - int(r.sum() - len(u))
     # Largest remainder first; a stable sort keeps the lower index first on ties.
     r[np.argsort(-(quota - np.floor(quota)), kind='stable')[:rest]] += 1
-  elif rule == 'sampled':
-    draws = np.random.default_rng(seed).choice(len(u), size=extra, replace=True, p=share)
+  elif rule in ('sampled', 'equal'):
+    p = share if rule == 'sampled' else np.full(len(u), 1.0 / len(u))
+    draws = np.random.default_rng(seed).choice(len(u), size=extra, replace=True, p=p)
     r += np.bincount(draws, minlength=len(u))
   else:
     for _ in range(extra):

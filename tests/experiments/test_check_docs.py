@@ -1,7 +1,9 @@
 """experiments.check_docs: the committed docs agree with their results files,
 and a drifted block, an unsourced results table, a broken link, an overlong
-page and a results file without provenance are caught; docs/results.md's
-verdicts are recomputed from the results files."""
+page, a results file without provenance, a seed page's claim row missing
+from the claims file and a README without its generated summary are caught;
+docs/results.md's verdicts are recomputed from the results files and say
+what they rest on."""
 import json
 import os
 import shutil
@@ -96,10 +98,63 @@ def _claim(**kw):
 def test_a_verdict_is_recomputed_from_the_results_file():
   # The 3-seed quickstart's Fixed-E - Fixed-2E interval, [-0.0107, +0.0470], holds 0.
   (_, got), = results_page.rows(_claim(supports=[0, None]))
-  assert got[0][1] == 'inconclusive' and '+0.0181 [-0.0107, +0.0470]' in got[0][2]
+  assert got[0][1] == 'inconclusive' and '+0.0181 [-0.0107, +0.0470]' in got[0][3]
   (_, got), = results_page.rows(_claim(supports=[-1, 1]))
   assert got[0][1] == 'agrees'
   with pytest.raises(ConfigError, match="states 'agrees', its interval says 'inconclusive'"):
     results_page.rows(_claim(supports=[0, None], verdict='agrees'))
   with pytest.raises(ConfigError, match='states a number without a source'):
     results_page.rows(_claim(value=None, verdict='agrees', ours='eta 0.98'))
+
+
+def test_a_verdict_says_it_rests_on_one_seed_or_no_interval(tmp_path):
+  (_, got), = results_page.rows(_claim(supports=[-1, 1], seeds='1 (0)'))
+  assert got[0][1:3] == ('agrees', ['1 seed'])
+  (_, got), = results_page.rows(_claim(value=None, verdict='disagrees', ours='worse'))
+  assert got[0][1:3] == ('disagrees', ['no interval'])
+  (tmp_path / 'c.json').write_text(json.dumps(
+      _claim(value=None, verdict='disagrees', ours='worse', seeds='1', note='why')))
+  assert '| **disagrees** (1 seed, no interval; why) |' in results_page.from_results(
+      str(tmp_path / 'c.json'))
+
+
+def test_a_claim_outside_the_papers_setting_is_inconclusive_whatever_its_interval():
+  # [-0.0107, +0.0470] agrees with [-1, 1]; outside the paper's setting it may not.
+  (_, got), = results_page.rows(_claim(supports=[-1, 1], outside='K/E below the paper\'s',
+                                       verdict='inconclusive'))
+  assert got[0][1] == 'inconclusive' and 'the interval alone: agrees' in got[0][2][0]
+  with pytest.raises(ConfigError, match='outside the paper'):
+    results_page.rows(_claim(supports=[-1, 1], outside='K/E below the paper\'s'))
+
+
+def _seed_page(tmp_path, rows, page):
+  repo = _repo(tmp_path, '# A\n')
+  (tmp_path / 'docs' / 'seed009.md').write_text(page)
+  (tmp_path / 'docs' / 'claims.json').write_text(json.dumps(
+      {'seeds': [dict(seed='009', paper='p', page='seed009.md', summary='s',
+                      claims=[dict(claim='c', rows=rows)])]}))
+  return repo
+
+
+def test_every_claim_row_of_a_seed_page_is_in_the_claims_file(tmp_path):
+  page = ('# S\n\n| claim | ours | verdict |\n|---|---|---|\n| more is better | x | agrees |\n'
+          "| less is better | x | disagrees |\n| odd is better (not the paper's axis) | x | agrees |\n"
+          '\n- **Deeper is better**: **inconclusive**, at\n  3 seeds.\n')
+  findings = check_docs.uncovered_claims(_seed_page(
+      tmp_path, ['seed009.md: more is better', 'seed009.md: wider is better'], page))
+  assert findings == [
+      'docs/seed009.md:6: a claim row that no claim in docs/claims.json covers '
+      '(its "rows": "seed009.md: <text of the row>")',
+      'docs/seed009.md:9: a claim row that no claim in docs/claims.json covers '
+      '(its "rows": "seed009.md: <text of the row>")',
+      "docs/claims.json: row 'seed009.md: wider is better' matches no claim row of its page"]
+  assert check_docs.uncovered_claims(_seed_page(
+      tmp_path / 'b', ['seed009.md: more is better', 'seed009.md: less is',
+                       'seed009.md: Deeper is better'], page)) == []
+
+
+def test_the_readme_summary_must_be_generated(tmp_path):
+  repo = _repo(tmp_path, '# A\n')
+  (tmp_path / 'README.md').write_text('# R\n\nIn five lines: all good.\n')
+  assert check_docs.check(repo=repo) == [
+      'README.md: no summary generated from docs/claims.json (experiments.results_page --summary)']

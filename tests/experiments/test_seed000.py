@@ -317,3 +317,35 @@ def test_staged_report_stitches_each_arms_curve():
   assert [p[0] for p in curves['staged']] == [375, 750, 1125, 1500, 2250]
   assert [p[0] for p in curves['e_4e']] == [375, 750, 1125, 2250]
   assert '| staged - dense_4e | 3     | +0.0000' in text
+
+
+def test_table4_greedy_rule_with_its_equal_draw_control_plan():
+  """Issue 71's Table 4 sweep as its docstring fixes it: D'Hondt at 25 % CPT,
+  seeds 0-5, the six strategies and the equal-probability control, 54 runs."""
+  from experiments import hyper   # pylint: disable=g-import-not-at-top
+  arg = 'allocation=dhondt,cpt=25,seed_cpt=25,seeds=6,control=True'
+  points = {p['name']: p for p in table4.get_hyper(hyper, arg)}
+  assert len(points) == 6 * (2 + len(table4.STRATEGIES) + 1)   # one budget: no branches
+  assert table4.get_config(arg).upcycle.args.utility_allocation == 'dhondt'
+  assert {p['config.seed'] for p in points.values()} == set(range(6))
+  control = points['s5_cpt=25_equal_draw']
+  assert control['config.upcycle.args.utility_allocation'] == 'equal'
+  assert control['config.upcycle.utility_metric'] == 'weight_norm'   # no gradients taken
+  assert control['resume_from'] == hyper.run('s5_fixed', step=800)
+  assert 'config.upcycle.args.utility_allocation' not in points['s5_cpt=25_grad_norm']
+  assert 'equal_draw' not in table4.strategies('allocation=dhondt')
+
+
+def test_table5_paper_ratios_at_a_fixed_t_plan():
+  """Issue 71's Table 5 sweep: top-1, 2E = 4 ... 32 (the paper's ratios),
+  T = 4500, seeds 3-8 (none of them chose T), 84 runs."""
+  from experiments import hyper   # pylint: disable=g-import-not-at-top
+  arg = 'top_k=1,steps=4500,experts=2+4+8+16,first_seed=3,seeds=6'
+  points = {p['name']: p for p in table5.get_hyper(hyper, arg)}
+  assert len(points) == 6 * (5 + 1 + 2 * 4)
+  assert {p['config.seed'] for p in points.values()} == set(range(3, 9))
+  assert {2 * e / 1 for _, _, e, _ in table5.rows(arg)} == {4, 8, 16, 32}
+  assert table5.get_config(arg).total_steps == 4500
+  assert points['k1_s8_up_2']['resume_from'] == hyper.run('k1_s8_moe_2', step=2250)
+  assert points['k1_s8_up_2']['config.upcycle.target.moe.num_experts'] == 4
+  assert points['k1_s3_sparse_32']['resume_from'] == hyper.run('s3_dense', step=2250)

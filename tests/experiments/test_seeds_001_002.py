@@ -9,7 +9,7 @@ import pytest
 
 from experiments import hyper, sweep
 from experiments.seed001 import report as seed001_report
-from experiments.seed002 import (ablations, common, dstar_seeds, fits, grid,
+from experiments.seed002 import (ablations, common, dstar_seeds, extend, fits, grid,
                                  report as seed002_report)
 from moe_jax.scaling_laws import forms, presets, table
 from tests.experiments import runs
@@ -276,3 +276,19 @@ def test_dstar_bootstrap_pairs_the_draws():
   assert got['n'] == got['n_both'] == 3
   assert got["falls"] == float(point[1e10] < point[1e9])
   assert fits.dstar_bootstrap({'moe': {'draws': [moe]}}, n1s) is None
+
+
+def test_seed002_extend_end_plan_is_one_point_over_nine_seeds():
+  """Issue 71's sweep: eq. 13's nearest bracket end alone (the largest size,
+  D1 = D2 = D = 12,800 steps), seeds 0-8 in one workdir, 27 runs."""
+  from experiments import hyper   # pylint: disable=g-import-not-at-top
+  points = {p['name']: p for p in extend.get_hyper(hyper, 'end,seeds=9')}
+  assert len(points) == 27
+  assert {p.get('config.seed', 0) for p in points.values()} == set(range(9))
+  assert {p['config.model.d_model'] for p in points.values()} == {common.SIZES[-1]}
+  assert {p['config.total_steps'] for p in points.values()} == {12800}
+  up = points['up64_D1=12800_D2=12800_s8']
+  assert up['upcycle.src'] == '{run:dense64_D1=12800_s8}/checkpoints/12800'
+  assert up['upcycle.config'].endswith(',seed=8')
+  with pytest.raises(ValueError, match='one of diagonal, bracket, end'):
+    extend.parse('end,bracket')

@@ -96,7 +96,7 @@ def test_allocation_rules_invariants(rule):
     for u in ([1.0] * 6, [0.0] * 5, np.random.default_rng(m).random(16), [7.0, 0.0, 0.0, 1e-9]):
       r = utility.allocate(u, m, rule, seed=m)
       assert r.dtype == np.int64 and r.sum() == m * len(u) and r.min() >= 1, (rule, m, u, r)
-      if rule != 'sampled' and np.ptp(u) == 0:   # equal scores: uniform
+      if rule not in ('sampled', 'equal') and np.ptp(u) == 0:   # equal scores: uniform
         np.testing.assert_array_equal(r, [m] * len(u))
 
 
@@ -176,3 +176,13 @@ def test_curvature_allocation_is_not_uniform_on_a_trained_model(tmp_path):
   scores = utility.model_scores(config, params, batches, 'curvature')
   counts = utility.replica_counts(scores, 2)
   assert any(list(c) != [2] * 8 for c in counts.values()), counts
+
+
+def test_equal_allocation_is_sampled_with_the_scores_ignored():
+  """The control draws what `sampled` draws from equal scores, whatever the
+  scores are: the same seeded randomness, no utility."""
+  u = np.random.default_rng(1).pareto(1.0, 8)
+  for seed in range(5):
+    np.testing.assert_array_equal(utility.allocate(u, 2, 'equal', seed),
+                                  utility.allocate(np.ones(8), 2, 'sampled', seed))
+  assert not np.array_equal(utility.allocate([0.0, 5.0, 0.0], 3, 'equal', 0), [1, 7, 1])
