@@ -65,3 +65,14 @@ def test_one_run_is_launched_again_and_compared(tmp_path):
   assert provenance.missing(got) == []
   assert f'{r["drift"]:+18.6f}' in proc.stdout and 'largest |drift|' in proc.stdout
   assert not any(p.name.startswith('rerun_') for p in tmp_path.iterdir())   # nothing left here
+
+
+@pytest.mark.parametrize('dry_run', [False, True])
+def test_a_non_empty_workdir_is_refused_before_launching(tmp_path, monkeypatch, dry_run):
+  """A finished sweep in --workdir would be found done by the launcher, and
+  the "rerun" would compare the old losses with themselves (drift +0)."""
+  (tmp_path / 'sweep.json').write_text('{}')
+  monkeypatch.setattr(rerun.launch, 'launch', lambda *a, **k: pytest.fail('launched'))
+  with pytest.raises(ConfigError, match=f'--workdir={tmp_path} exists and is not an empty'):
+    rerun.rerun(_FIXTURE, runs=1, workdir=str(tmp_path), dry_run=dry_run)
+  assert os.listdir(tmp_path) == ['sweep.json']
