@@ -45,6 +45,8 @@ import sys
 import time
 
 from experiments.bench import cpu_step
+from moe_jax.errors import ConfigError
+from moe_jax.workdir import containment
 from moe_jax.xla_flags import LEGACY_EMITTERS, accepted
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -339,6 +341,11 @@ def main(argv=None):
   unknown = sorted(set(wanted) - {n for n, _ in STEPS})
   if unknown:
     print(f'error: --steps: unknown {unknown}; known: {[n for n, _ in STEPS]}', file=sys.stderr)
+    return 2
+  try:
+    containment.not_run_file(args.out, '--out')   # never inside a workdir
+  except ConfigError as e:
+    print(f'error: {e}', file=sys.stderr)
     return 2
   if os.path.exists(args.out) and os.listdir(args.out):
     print(f'error: --out={args.out} exists and is not empty', file=sys.stderr)
