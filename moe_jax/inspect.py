@@ -16,7 +16,8 @@ r"""Look inside checkpoints without training: print a table and write a plot.
 CKPT is a workdir (its newest checkpoint) or one step directory. The plot
 goes to --plot; without it only the table prints: a read-only command writes
 nothing under its inputs unless told where, and never over an existing file
-(unless --overwrite) nor a run's own file (moe_jax/workdir/containment.py).
+(unless --overwrite), nor anywhere in a workdir but a new file directly in
+the one it reads (moe_jax/workdir/containment.py).
 """
 import os
 

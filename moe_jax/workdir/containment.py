@@ -1,6 +1,6 @@
 """One rule for every command that writes: it never writes into or over its
 sources, never over a file it did not create (unless the user says
---overwrite) and never over a run's own files.
+--overwrite) and never into a workdir.
 
   containment.apart(dst, '--out', src, '--ckpt', 'workdir')
   path = containment.output_file(out, '--out', overwrite, sources=[(src, '--data_dir', 'tasks')])

@@ -50,8 +50,8 @@ def resolve(dst):
 def check(dst, overwrite, flag):
   """`resolve(dst)`, once a killed earlier run's leftovers are dealt with
   (`recover`, which says what it did); a ConfigError if `dst` exists (without
-  `overwrite`), its parent is not a writable directory or it is one of a
-  run's own files or directories (containment.not_run_file: never replaced)."""
+  `overwrite`), its parent is not a writable directory or it lies
+  inside a workdir (containment.not_run_file: never replaced)."""
   if not dst:
     raise ConfigError(f'{flag} is empty')
   given, dst = dst, resolve(dst)
