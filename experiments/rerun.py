@@ -107,6 +107,7 @@ def rerun(results, runs=0, only=(), workdir=None, parallel=1, out=None, dry_run=
     # A finished sweep there would be found done and "rerun" with nothing run.
     raise ConfigError(f'--workdir={workdir} exists and is not an empty directory: a rerun '
                       'trains every run anew, into a new or empty directory')
+  containment.apart(out, '--out', workdir, '--workdir', 'run directory')   # two outputs apart
   if dry_run:
     print(f'{results}: {len(losses)} runs of {spec}; rerun {", ".join(names)}')
     launch.launch(os.path.join(_REPO, spec), workdir or os.path.join(tempfile.gettempdir(),

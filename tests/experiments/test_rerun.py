@@ -76,3 +76,14 @@ def test_a_non_empty_workdir_is_refused_before_launching(tmp_path, monkeypatch, 
   with pytest.raises(ConfigError, match=f'--workdir={tmp_path} exists and is not an empty'):
     rerun.rerun(_FIXTURE, runs=1, workdir=str(tmp_path), dry_run=dry_run)
   assert os.listdir(tmp_path) == ['sweep.json']
+
+
+@pytest.mark.parametrize('out', ['', 'drift.json'])
+def test_out_and_workdir_are_apart(tmp_path, monkeypatch, out):
+  """--out is written after the runs: in or at --workdir it would fail then, or
+  land among them."""
+  monkeypatch.setattr(rerun.launch, 'launch', lambda *a, **k: pytest.fail('launched'))
+  workdir = tmp_path / 'rerun'
+  with pytest.raises(ConfigError, match='--out=.* must lie outside --workdir'):
+    rerun.rerun(_FIXTURE, runs=1, workdir=str(workdir), out=str(workdir / out))
+  assert os.listdir(tmp_path) == []
