@@ -29,9 +29,9 @@ from absl import flags
 
 from experiments import launch, provenance, report
 from experiments.seed000 import analysis
-from moe_jax import cli
+from moe_jax import cli, containment
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment, files
+from moe_jax.workdir import files
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -11,7 +11,7 @@ line per task (accuracy, its 95 % interval, n, mode; moe_jax/eval/harness.py)
 and with --out also writes them there, all at once at the end: a new file
 (an existing one only with --overwrite), never one under --data_dir nor
 anywhere in a workdir but a new file directly in the one it scores
-(moe_jax/workdir/containment.py). Nothing else is written.
+(moe_jax/containment.py). Nothing else is written.
 """
 import json
 

@@ -45,8 +45,8 @@ import sys
 import time
 
 from experiments.bench import cpu_step
+from moe_jax import containment
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment
 from moe_jax.xla_flags import LEGACY_EMITTERS, accepted
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

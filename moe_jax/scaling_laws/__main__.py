@@ -15,7 +15,7 @@ out of range, a table or fit file that does not read) prints `error:
 files are written atomically, and are new files: an existing one is replaced
 only with --overwrite; an input (--runs, a --params file, a WORKDIR), another
 output of the same command or a path inside a workdir never
-(moe_jax/workdir/containment.py).
+(moe_jax/containment.py).
 """
 import argparse
 import json
@@ -25,12 +25,11 @@ import sys
 
 import numpy as np
 
-from moe_jax import atomic
+from moe_jax import atomic, containment
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import (collect, cost, dstar, fit, forms, optimal, plots, presets,
                                   table)
 from moe_jax.json_file import read_json
-from moe_jax.workdir import containment
 
 
 class _Parser(argparse.ArgumentParser):
@@ -106,7 +105,7 @@ def _assignments(items, flag):
 
 def _check_outputs(args, outputs, sources=()):
   """Refuses output paths that cannot be written, before anything is computed:
-  the shared rule (workdir/containment.py: each a new file unless --overwrite,
+  the shared rule (moe_jax/containment.py: each a new file unless --overwrite,
   never an input of the command, never two on one path, never inside a
   workdir), then each path's format. `outputs`: (path, flag, formats)."""
   for path, flag, _ in outputs:

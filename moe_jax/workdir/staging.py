@@ -33,9 +33,9 @@ import tempfile
 
 from absl import logging
 
+from moe_jax import containment
 from moe_jax.atomic import sync_directory
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment
 
 NEW, OLD, TMP = '.moe_jax-new', '.moe_jax-old', '.moe_jax-tmp'
 _HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]

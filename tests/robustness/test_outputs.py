@@ -1,4 +1,4 @@
-"""One rule for what a command writes (moe_jax/workdir/containment.py): a new
+"""One rule for what a command writes (moe_jax/containment.py): a new
 file unless --overwrite, never anything inside a workdir (config.json,
 metrics.jsonl, upcycle_report.json, checkpoints/...: whatever the run wrote,
 even with its checkpoints/ deleted) but a new file beside the run it reads,

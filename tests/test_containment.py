@@ -1,11 +1,11 @@
-"""workdir/containment.py: a destination inside, equal to or above its source
+"""moe_jax/containment.py: a destination inside, equal to or above its source
 is refused, compared as resolved paths; one apart from it passes."""
 import os
 
 import pytest
 
+from moe_jax import containment
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment
 
 
 @pytest.fixture
