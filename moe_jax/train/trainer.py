@@ -20,6 +20,7 @@ from jax.experimental import multihost_utils
 import numpy as np
 import tqdm
 
+from moe_jax import containment
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, CorruptCheckpointError, NonFiniteLossError
 from moe_jax.eval import norms
@@ -215,6 +216,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
   files.check_dir_writable(workdir, 'workdir')
+  containment.not_run_file(workdir, '--workdir')   # a run never starts inside another
   placement.initialize(config.mesh)
   # 'auto' becomes this platform's path, so config.json and the metrics say what ran.
   config.moe.dispatch = dispatch_lib.resolve(config.moe.dispatch)

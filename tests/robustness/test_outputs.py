@@ -115,6 +115,12 @@ OUT_ROWS = [
     param('export_out_into_a_run_without_checkpoints', '--ckpt={wd} --out={copy}/hf',
           r'--out=.*/hf .* lies in the run in .*/copy', _no_checkpoints,
           module='moe_jax.interop.export_hf'),
+    param('main_workdir_in_a_runs_checkpoints', '--config={cfg} --workdir={copy}/checkpoints/99',
+          r'--workdir=.*checkpoints/99 .* lies in the run in .*/copy', module='moe_jax.main'),
+    param('prepare_out_into_a_run', '--progress=false --src={tmp}/a.jsonl --out={copy}/shards',
+          r'--out=.*/shards .* lies in the run in .*/copy',
+          lambda p: damage.write(p['tmp'], 'a.jsonl', json.dumps(dict(text='a b c')) + '\n'),
+          module='moe_jax.data.prepare'),
     # config.json overwritten by a JSON object of other keys (a results line).
     param('eval_config_json_of_other_keys', '--ckpt={copy}',
           r"config.json: not a run config \(no key 'seed'; its keys: accuracy, mode, n, task\)",
