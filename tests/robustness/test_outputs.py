@@ -121,6 +121,12 @@ OUT_ROWS = [
           r'--out=.*/shards .* lies in the run in .*/copy',
           lambda p: damage.write(p['tmp'], 'a.jsonl', json.dumps(dict(text='a b c')) + '\n'),
           module='moe_jax.data.prepare'),
+    param('parting_out_over_its_metrics', '--workdir={copy} --before=1 --out={copy}/metrics.jsonl',
+          r'--out=.*metrics.jsonl .* lies in the run in .*/copy',
+          module='experiments.moesturizer.parting'),
+    param('letter_probe_out_over_its_config', '--ckpt={copy} --out={copy}/config.json',
+          r'--out=.*config.json .* lies in the run in .*/copy',
+          module='experiments.moesturizer.letter_probe'),
     # config.json overwritten by a JSON object of other keys (a results line).
     param('eval_config_json_of_other_keys', '--ckpt={copy}',
           r"config.json: not a run config \(no key 'seed'; its keys: accuracy, mode, n, task\)",
