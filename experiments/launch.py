@@ -24,9 +24,8 @@ from absl import flags
 import tqdm
 
 from experiments import hyper, runner, sweep
-from moe_jax import cli
+from moe_jax import cli, containment
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment
 
 _TAIL_LINES = 8
 

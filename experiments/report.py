@@ -29,9 +29,9 @@ import time
 from absl import app, flags
 
 from experiments import hyper, plots, provenance, runner, sweep
-from moe_jax import cli
+from moe_jax import cli, containment
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment, files
+from moe_jax.workdir import files
 
 REPORT_FILE, PLOTS_DIR, RESULTS_FILE = 'report.md', 'plots', 'results.json'
 # The logged keys a results file keeps: everything but the per-layer MoE

@@ -9,7 +9,8 @@ sweep of configs/quickstart.py at its `arg`; a report's results file: its
 `sweep`, or for seed 000's tables experiments/seed000/table<study>.py at its
 `arg`), launches its first K runs (default all; --only names them), with the
 runs they start from, into DIR (default a temporary directory, removed at
-the end; never one inside docs/ or holding the results file), and prints per
+the end; a new or empty one, never one inside docs/ or holding the results
+file), and prints per
 run the committed final validation loss, today's and their difference, then
 the largest drift. A run's config that differs from the committed one
 (report files record it) is listed key by key: a changed default is a cause
@@ -28,9 +29,9 @@ from absl import flags
 
 from experiments import launch, provenance, report
 from experiments.seed000 import analysis
-from moe_jax import cli
+from moe_jax import cli, containment
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment, files
+from moe_jax.workdir import files
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -102,6 +103,11 @@ def rerun(results, runs=0, only=(), workdir=None, parallel=1, out=None, dry_run=
                         'committed results')
   if out and os.path.exists(out):
     raise ConfigError(f'--out={out} exists; remove it first')
+  if workdir and os.path.exists(workdir) and (not os.path.isdir(workdir) or os.listdir(workdir)):
+    # A finished sweep there would be found done and "rerun" with nothing run.
+    raise ConfigError(f'--workdir={workdir} exists and is not an empty directory: a rerun '
+                      'trains every run anew, into a new or empty directory')
+  containment.apart(out, '--out', workdir, '--workdir', 'run directory')   # two outputs apart
   if dry_run:
     print(f'{results}: {len(losses)} runs of {spec}; rerun {", ".join(names)}')
     launch.launch(os.path.join(_REPO, spec), workdir or os.path.join(tempfile.gettempdir(),

@@ -9,9 +9,9 @@ CKPT is a workdir (its newest checkpoint) or one step directory. Without
 JSON line with val_loss, val_tokens, step. With --tasks it prints one JSON
 line per task (accuracy, its 95 % interval, n, mode; moe_jax/eval/harness.py)
 and with --out also writes them there, all at once at the end: a new file
-(an existing one only with --overwrite), never a run's own file (config.json,
-metrics.jsonl, checkpoints/...) nor one under --data_dir
-(moe_jax/workdir/containment.py). Nothing else is written.
+(an existing one only with --overwrite), never one under --data_dir nor
+anywhere in a workdir but a new file directly in the one it scores
+(moe_jax/containment.py). Nothing else is written.
 """
 import json
 

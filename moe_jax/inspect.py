@@ -16,16 +16,17 @@ r"""Look inside checkpoints without training: print a table and write a plot.
 CKPT is a workdir (its newest checkpoint) or one step directory. The plot
 goes to --plot; without it only the table prints: a read-only command writes
 nothing under its inputs unless told where, and never over an existing file
-(unless --overwrite) nor a run's own file (moe_jax/workdir/containment.py).
+(unless --overwrite), nor anywhere in a workdir but a new file directly in
+the one it reads (moe_jax/containment.py).
 """
 import os
 
 from absl import flags
 
-from moe_jax import cli
+from moe_jax import cli, containment
 from moe_jax.errors import ConfigError
 from moe_jax.eval import norms, restore, routing
-from moe_jax.workdir import checkpoint, containment
+from moe_jax.workdir import checkpoint
 
 
 
@@ -49,7 +50,7 @@ def run(ckpts, norms_mode=False, plot_path='', routing_mode=False, batches=None,
     raise ConfigError('pass exactly one of --norms and --routing')
   if plot_path and not plot_path.lower().endswith('.png'):
     raise ConfigError(f'--plot={plot_path} must end in .png')
-  if plot_path:   # a new file (workdir/containment.py), inside a workdir at most, never over one
+  if plot_path:   # a new file (moe_jax/containment.py), inside a workdir at most, never over one
     beside = [(os.path.dirname(checkpoint.resolve(c)[0]), '--ckpt', 'workdir') for c in ckpts]
     for path in [plot_path] + ([os.path.splitext(plot_path)[0] + '.json'] if routing_mode else []):
       containment.output_file(path, '--plot', overwrite, beside=beside)   # --routing's .json too

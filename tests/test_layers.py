@@ -14,6 +14,7 @@ _PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 ALLOWED = {
     'errors': set(),
     'atomic': set(),
+    'containment': {'errors'},
     'json_file': {'errors'},
     'registry': {'errors'},
     'config_group': {'errors'},
@@ -21,17 +22,16 @@ ALLOWED = {
     'sharding': {'errors'},
     'parallel': {'errors', 'kernels', 'sharding'},
     'models': {'errors', 'config_group', 'kernels', 'sharding', 'parallel', 'registry'},
-    'data': {'errors', 'atomic', 'config_group', 'registry'},
-    'workdir': {'errors', 'atomic', 'json_file', 'config_group', 'sharding', 'models', 'data'},
-    'upcycle': {'errors', 'atomic', 'config_group', 'registry', 'sharding', 'models', 'data',
-                'workdir'},
-    'eval': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
-    'interop': {'errors', 'atomic', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
-    'scaling_laws': {'errors', 'atomic', 'json_file'},
+    'data': {'errors', 'atomic', 'containment', 'config_group', 'registry'},
+    'workdir': {'errors', 'atomic', 'containment', 'json_file', 'config_group', 'sharding',
+                'models', 'data'},
+    'upcycle': {'errors', 'atomic', 'containment', 'config_group', 'registry', 'sharding',
+                'models', 'data', 'workdir'},
+    'eval': {'errors', 'atomic', 'containment', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
+    'interop': {'errors', 'atomic', 'containment', 'sharding', 'models', 'data', 'workdir',
+                'upcycle'},
+    'scaling_laws': {'errors', 'atomic', 'containment', 'json_file'},
 }
-
-# What a command line may import beside ALLOWED (the package itself is a docstring).
-_COMMAND_HELPERS = ('moe_jax.workdir', 'moe_jax.workdir.containment')
 
 
 def _part(module):
@@ -84,12 +84,10 @@ def test_imports_point_down(part):
   bad = set()
   for path, module in _modules(part):
     # A package's command lines (__main__.py, or a module run with `python -m`)
-    # may also use the shared CLI helpers and the containment check of their
-    # --out against what they read (two plain modules: os and errors).
-    command = _is_command(path)
-    allowed = ALLOWED[part] | {part} | ({'cli'} if command else set())
+    # may also use the shared CLI helpers.
+    allowed = ALLOWED[part] | {part} | ({'cli'} if _is_command(path) else set())
     for name in _imports(path, module):
-      if name.split('.')[0] != 'moe_jax' or command and name in _COMMAND_HELPERS:
+      if name.split('.')[0] != 'moe_jax':
         continue
       other = _part(name)
       if _is_part(other) and other not in allowed:

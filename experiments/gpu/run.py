@@ -53,6 +53,8 @@ import sys
 import threading
 import time
 
+from moe_jax import containment
+from moe_jax.errors import ConfigError
 from moe_jax.xla_flags import LEGACY_EMITTERS
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -445,6 +447,11 @@ def main(argv=None):
   args = ap.parse_args(argv)
   if args.call not in CALLS:
     print(f'error: --call={args.call}: not one of {sorted(CALLS)}', file=sys.stderr)
+    return 2
+  try:
+    containment.not_run_file(args.out, '--out')   # never inside a workdir
+  except ConfigError as e:
+    print(f'error: {e}', file=sys.stderr)
     return 2
   if os.path.exists(args.out) and os.listdir(args.out):
     print(f'error: --out={args.out} exists and is not empty', file=sys.stderr)

@@ -28,15 +28,17 @@ file {"rows": [{"model", "command", "lines": [probe lines], "train_loss":
 (experiments/check_docs.py rebuilds it).
 """
 import json
+import os
 
 import numpy as np
 from absl import flags
 
 from experiments import provenance
-from moe_jax import atomic, cli
+from moe_jax import atomic, cli, containment
 from moe_jax.data import prompts
 from moe_jax.errors import ConfigError
 from moe_jax.eval import harness, loglik, restore, tasks
+from moe_jax.workdir import checkpoint
 
 
 def define_flags():
@@ -127,6 +129,9 @@ def from_results(path):
 def main_fn(ckpt, names, limit, seed, out):
   if not ckpt:
     raise ConfigError('--ckpt is required')
+  if out:   # a new file, beside the run at most (moe_jax/containment.py)
+    containment.output_file(out, '--out', beside=[
+        (os.path.dirname(checkpoint.resolve(ckpt)[0]), '--ckpt', 'workdir')])
   questions = harness.questions_of(names, limit, seed)
   loaded = restore.load(ckpt)
   lines = []

@@ -23,7 +23,7 @@ from absl import flags
 import numpy as np
 
 from experiments import provenance
-from moe_jax import atomic, cli
+from moe_jax import atomic, cli, containment
 from moe_jax.errors import ConfigError
 from moe_jax.train import optimizer
 from moe_jax.upcycle import paths, transition
@@ -57,6 +57,8 @@ def movement(before, after, num_experts):
 def parting(workdir, before, after, out):
   if not workdir:
     raise ConfigError('--workdir is required')
+  if out:   # a new file, beside the run at most (moe_jax/containment.py)
+    containment.output_file(out, '--out', beside=[(workdir, '--workdir', 'workdir')])
   config = saved_config.load(workdir)
   if not config.moe.num_experts:
     raise ConfigError(f'--workdir={workdir} is a dense run (moe.num_experts=0)')

@@ -49,7 +49,7 @@ import time
 from absl import flags
 import numpy as np
 
-from moe_jax import atomic, cli
+from moe_jax import atomic, cli, containment
 from moe_jax.data import corpus, prepared, readers, sources
 from moe_jax.data.tokenizer import (SPECIALS_FILE, TOKENIZER_FILE, BpeTokenizer, ByteTokenizer,
                                     train_bpe)
@@ -165,6 +165,7 @@ def _check_out(out, paths):
   if not out:
     raise ConfigError('--out is required')
   out = os.path.abspath(out)
+  containment.not_run_file(out, '--out')
   for path in paths:
     real = os.path.realpath(path)
     if real == os.path.realpath(out) or real.startswith(os.path.realpath(out) + os.sep):

@@ -32,10 +32,9 @@ import os
 import numpy as np
 from absl import flags
 
-from moe_jax import atomic, cli
+from moe_jax import atomic, cli, containment
 from moe_jax.data import olmo_files, prompts
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment
 
 SEED_SOURCES = ('arc_easy', 'arc_challenge', 'hellaswag')
 SOURCES = SEED_SOURCES + ('piqa', 'csqa', 'openbookqa', 'socialiqa', 'boolq')

@@ -40,11 +40,11 @@ import time
 
 import numpy as np
 
-from moe_jax import atomic
+from moe_jax import atomic, containment
 from moe_jax.data import olmo_files, prompts, sft
 from moe_jax.errors import ConfigError
 from moe_jax.eval import answers, generation, loglik, restore, tasks
-from moe_jax.workdir import checkpoint, containment
+from moe_jax.workdir import checkpoint
 
 LOGLIK, GENERATE = 'loglik', 'generate'
 MODES = (LOGLIK, GENERATE)
@@ -225,9 +225,9 @@ def evaluate_checkpoint(ckpt, config, names, mode, limit=None, seed=0, data_dir=
                         max_new_tokens=0, out=None, overwrite=False):
   """`moe_jax.evaluate --tasks`: prints one JSON line per task as it ends and,
   with `out`, writes them all to that file at the end (atomically). `out` is
-  a new file (an existing one only with `overwrite`), never a run's own file
-  nor one under the task data (workdir/containment.py); beside the run it
-  scores is fine (the launcher's benchmarks.N.jsonl)."""
+  a new file (an existing one only with `overwrite`), never one under the task
+  data nor in a workdir (moe_jax/containment.py); a new one directly in the
+  run it scores is fine (the launcher's benchmarks.N.jsonl)."""
   names = check(names, mode, limit)
   questions = questions_of(names, limit, seed, data_dir)
   if out:

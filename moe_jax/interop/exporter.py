@@ -21,12 +21,13 @@ import os
 
 import tokenizers
 
+from moe_jax import containment
 from moe_jax.data import pipeline
 from moe_jax.data import tokenizer as tokenizer_lib
 from moe_jax.interop import archs, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
 from moe_jax.upcycle import transition
-from moe_jax.workdir import checkpoint, containment, lineage, lineage_table, staging
+from moe_jax.workdir import checkpoint, lineage, lineage_table, staging
 
 CARD_FILE = 'README.md'
 

@@ -19,13 +19,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from moe_jax import containment
 from moe_jax.data import pipeline
 from moe_jax.data.tokenizer import SPECIALS_FILE
 from moe_jax.errors import ConfigError
 from moe_jax.interop import archs, gguf_io, layout, safetensors_io, tokens
 from moe_jax.models import config as model_config, transformer
-from moe_jax.workdir import (checkpoint, config_check, containment, digest, files, lineage,
-                             run_record, staging)
+from moe_jax.workdir import checkpoint, config_check, digest, files, lineage, run_record, staging
 
 
 def read(src):

@@ -15,8 +15,9 @@ import ml_dtypes
 import numpy as np
 import safetensors.numpy
 
+from moe_jax import containment
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment, files
+from moe_jax.workdir import files
 
 INDEX = 'model.safetensors.index.json'
 SINGLE = 'model.safetensors'

@@ -13,7 +13,9 @@ file written by `fit --out`. Bad input (a flag, a number that is not finite or
 out of range, a table or fit file that does not read) prints `error:
 <message>` on one line and exits 2, before any output file is written; output
 files are written atomically, and are new files: an existing one is replaced
-only with --overwrite, and a run's own files never (moe_jax/workdir/containment.py).
+only with --overwrite; an input (--runs, a --params file, a WORKDIR), another
+output of the same command or a path inside a workdir never
+(moe_jax/containment.py).
 """
 import argparse
 import json
@@ -23,12 +25,11 @@ import sys
 
 import numpy as np
 
-from moe_jax import atomic
+from moe_jax import atomic, containment
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import (collect, cost, dstar, fit, forms, optimal, plots, presets,
                                   table)
 from moe_jax.json_file import read_json
-from moe_jax.workdir import containment
 
 
 class _Parser(argparse.ArgumentParser):
@@ -102,18 +103,19 @@ def _assignments(items, flag):
   return out
 
 
-def _check_output(args, path, flag, formats=None):
-  """Refuses an output path that cannot be written, before anything is computed:
-  the shared rule (workdir/containment.py: a new file unless --overwrite, never
-  a run's own file), then the format."""
-  if path is None:
-    return
-  if not path:
-    raise ConfigError(f'{flag}={path!r} is not a file path')
-  containment.output_file(path, flag, args.overwrite)
-  ext = os.path.splitext(path)[1][1:].lower()
-  if formats and ext and ext not in formats:
-    raise ConfigError(f'{flag}={path}: .{ext} is not one of the formats {list(formats)}')
+def _check_outputs(args, outputs, sources=()):
+  """Refuses output paths that cannot be written, before anything is computed:
+  the shared rule (moe_jax/containment.py: each a new file unless --overwrite,
+  never an input of the command, never two on one path, never inside a
+  workdir), then each path's format. `outputs`: (path, flag, formats)."""
+  for path, flag, _ in outputs:
+    if path is not None and not path:
+      raise ConfigError(f'{flag}={path!r} is not a file path')
+  containment.output_files([(path, flag) for path, flag, _ in outputs], args.overwrite, sources)
+  for path, flag, formats in outputs:
+    ext = os.path.splitext(path or '')[1][1:].lower()
+    if formats and ext and ext not in formats:
+      raise ConfigError(f'{flag}={path}: .{ext} is not one of the formats {list(formats)}')
 
 
 def _load_params(spec, form_name=None):
@@ -155,10 +157,9 @@ def cmd_fit(args):
   names = args.form.split(',')
   for name in names:
     forms.get(name)   # an unknown form before the table is read
-  _check_output(args, args.out, '--out')
-  for name in names:
-    _check_output(args, args.plot and _plot_path(args.plot, name, len(names) > 1), '--plot',
-                  plots.FORMATS)
+  _check_outputs(args, [(args.out, '--out', None)] + [
+      (args.plot and _plot_path(args.plot, name, len(names) > 1), '--plot', plots.FORMATS)
+      for name in names], sources=[(args.runs, '--runs', 'runs table')])
   every = table.load(args.runs)
   out = fit.fit_table(every, names, args.kind, _assignments(args.fix, '--fix'), args.joint_e,
                       args.loo, args.bootstrap, args.max_inits, args.method, args.seed)
@@ -195,7 +196,9 @@ def cmd_dstar(args):
   if (moe_form.name, upc_form.name) != ('chinchilla', 'joint'):
     raise ConfigError(f'D* needs a chinchilla MoE law and a joint upcycled law, got '
                       f'{moe_form.name!r} and {upc_form.name!r}')
-  _check_output(args, args.plot, '--plot', plots.FORMATS)
+  _check_outputs(args, [(args.plot, '--plot', plots.FORMATS)], sources=[
+      (spec, flag, 'fit JSON') for spec, flag in ((args.moe, '--moe'), (args.upcycled, '--upcycled'))
+      if os.path.isfile(spec)])
   if args.lo >= args.hi:
     raise ConfigError(f'--lo={args.lo:g} must be below --hi={args.hi:g}')
   n1 = _floats(args.n1, '--n1')
@@ -239,9 +242,8 @@ def cmd_cost(args):
 
 
 def cmd_collect(args):
-  _check_output(args, args.out, '--out')
-  for workdir in args.workdirs if args.out else ():   # collecting only reads the workdirs
-    containment.apart(args.out, '--out', workdir, 'a WORKDIR', 'workdir')
+  _check_outputs(args, [(args.out, '--out', None)],   # collecting only reads the workdirs
+                 sources=[(workdir, 'a WORKDIR', 'workdir') for workdir in args.workdirs])
   rows = collect.collect(args.workdirs)
   text = ''.join(json.dumps(r) + '\n' for r in rows)
   if args.out:

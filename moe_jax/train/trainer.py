@@ -19,6 +19,7 @@ import jax
 from jax.experimental import multihost_utils
 import numpy as np
 
+from moe_jax import containment
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError, CorruptCheckpointError, NonFiniteLossError
 from moe_jax.eval import norms
@@ -214,6 +215,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
   files.check_dir_writable(workdir, 'workdir')
+  containment.not_run_file(workdir, '--workdir')   # a run never starts inside another
   placement.initialize(config.mesh)
   mesh = placement.make_mesh(config.mesh)
   # 'auto' becomes this platform's path, so config.json and the metrics say what ran.

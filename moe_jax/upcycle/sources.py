@@ -6,14 +6,15 @@
 
 Several sources (merge) must be distinct checkpoints of one architecture and
 tokenizer; the first difference is a one-line error. Each is only read, and
---dst may not overlap any of them (workdir/containment.py).
+--dst may not overlap any of them (moe_jax/containment.py).
 """
 import os
 
+from moe_jax import containment
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import paths, transition
-from moe_jax.workdir import checkpoint, containment, placement
+from moe_jax.workdir import checkpoint, placement
 
 _SAME_GROUPS = ('model', 'moe')
 

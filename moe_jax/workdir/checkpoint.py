@@ -11,7 +11,9 @@ Orbax writes each step to a temporary directory and renames it on commit, so a
 step directory is complete or absent; a crash mid-save leaves the previous one.
 What the disk does to a step after that is caught on restore: `meta` records a
 digest of every saved array (workdir/digest.py) and restoring verifies them,
-so a damaged step is a CorruptCheckpointError naming it, never NaN params.
+so a damaged step is a CorruptCheckpointError naming it, never NaN params; so
+is a step missing an item it was saved with (the digests name them all), never
+resumed half.
 """
 import os
 
@@ -196,6 +198,7 @@ class Manager:
     out = {name: out[name] if name in items else None
            for name in ('params', 'opt_state', 'data', 'meta')}
     _verify(where, out)
+    _complete(where, out['meta'], present)
     if isinstance(out['meta'].get('config'), dict):   # the config it was saved under
       files.upgrade(out['meta']['config'])
     return out
@@ -229,6 +232,18 @@ def _verify(where, out):
   if out['data'] is not None and recorded is not None and (
       digest.of_json(out['data']) != recorded.get('data')):
     raise CorruptCheckpointError(f'{where}: the data iterator state does not match its digest')
+
+
+def _complete(where, meta, present):
+  """Refuses a step that lacks an item it was saved with (meta's digests name
+  every saved item): resuming would start a fresh optimizer or the data
+  stream's beginning, silently. An item never saved (the upcycle CLI's step 0
+  has no opt_state) is no loss; a step saved before digests cannot tell."""
+  lost = [name for name in ('opt_state', 'data') if name in (meta.get('digests') or {})
+          and name not in present]
+  if lost:
+    raise CorruptCheckpointError(f'{where} is incomplete: its {" and ".join(lost)} was saved '
+                                 'and is gone')
 
 
 def newest_step(ckpt):

@@ -33,9 +33,9 @@ import tempfile
 
 from absl import logging
 
+from moe_jax import containment
 from moe_jax.atomic import sync_directory
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment
 
 NEW, OLD, TMP = '.moe_jax-new', '.moe_jax-old', '.moe_jax-tmp'
 _HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
@@ -50,8 +50,8 @@ def resolve(dst):
 def check(dst, overwrite, flag):
   """`resolve(dst)`, once a killed earlier run's leftovers are dealt with
   (`recover`, which says what it did); a ConfigError if `dst` exists (without
-  `overwrite`), its parent is not a writable directory or it is one of a
-  run's own files or directories (containment.not_run_file: never replaced)."""
+  `overwrite`), its parent is not a writable directory or it lies
+  inside a workdir (containment.not_run_file: never replaced)."""
   if not dst:
     raise ConfigError(f'{flag} is empty')
   given, dst = dst, resolve(dst)

@@ -80,3 +80,25 @@ def test_the_largest_drift_is_the_largest_in_size_whatever_its_sign(tmp_path, mo
   assert [r['drift'] for r in got['runs']] == pytest.approx(list(drifts.values()), abs=1e-12)
   assert got['max_abs_drift'] == pytest.approx(0.5, abs=1e-12)
   assert 'largest |drift|: 0.500000 over 4 runs' in rerun.text(got)
+
+
+@pytest.mark.parametrize('dry_run', [False, True])
+def test_a_non_empty_workdir_is_refused_before_launching(tmp_path, monkeypatch, dry_run):
+  """A finished sweep in --workdir would be found done by the launcher, and
+  the "rerun" would compare the old losses with themselves (drift +0)."""
+  (tmp_path / 'sweep.json').write_text('{}')
+  monkeypatch.setattr(rerun.launch, 'launch', lambda *a, **k: pytest.fail('launched'))
+  with pytest.raises(ConfigError, match=f'--workdir={tmp_path} exists and is not an empty'):
+    rerun.rerun(_FIXTURE, runs=1, workdir=str(tmp_path), dry_run=dry_run)
+  assert os.listdir(tmp_path) == ['sweep.json']
+
+
+@pytest.mark.parametrize('out', ['', 'drift.json'])
+def test_out_and_workdir_are_apart(tmp_path, monkeypatch, out):
+  """--out is written after the runs: in or at --workdir it would fail then, or
+  land among them."""
+  monkeypatch.setattr(rerun.launch, 'launch', lambda *a, **k: pytest.fail('launched'))
+  workdir = tmp_path / 'rerun'
+  with pytest.raises(ConfigError, match='--out=.* must lie outside --workdir'):
+    rerun.rerun(_FIXTURE, runs=1, workdir=str(workdir), out=str(workdir / out))
+  assert os.listdir(tmp_path) == []

@@ -259,6 +259,15 @@ ROWS = [
           r'no intact checkpoint to resume in .*checkpoints/2 is incomplete: no params; .*'
           r'checkpoints/1 is incomplete: no params',
           lambda p: [damage.remove(p['copy'], f'checkpoints/{s}/params') for s in (1, 2)]),
+] + [
+    # An item a step was saved with, gone: never resumed with a fresh optimizer
+    # or from the data stream's start (issue 70, item 11).
+    param(f'every_checkpoint_without_its_{item}', RESUME,
+          rf'no intact checkpoint to resume in .*checkpoints/2 is incomplete: its {item} was '
+          rf'saved and is gone; .*checkpoints/1 is incomplete: its {item}',
+          lambda p, item=item: [damage.remove(p['copy'], f'checkpoints/{s}/{item}')
+                                for s in (1, 2)])
+    for item in ('opt_state', 'data')
 ]
 
 

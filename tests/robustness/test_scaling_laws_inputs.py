@@ -2,6 +2,7 @@
 numbers that are not finite or out of range, unknown names, outputs that
 cannot be written. Each exits 2 with one `error:` line and writes nothing."""
 import json
+import os
 
 import pytest
 
@@ -79,9 +80,11 @@ ROWS = [
           _file('r.csv', CSV)),
     param('out_directory_missing', 'fit --runs={tmp}/r.csv --out={tmp}/no/fit.json',
           r'--out=.*no/fit.json: directory .*/no does not exist', _file('r.csv', CSV)),
-    param('out_is_a_directory', 'fit --runs={tmp}/r.csv --out={tmp}',
+    param('out_is_a_directory', 'fit --runs={tmp}/r.csv --out={tmp}/d',
           r'--out=.* is not a file path',
-          _file('r.csv', CSV)),
+          lambda p: (_file('r.csv', CSV)(p), os.mkdir(os.path.join(p['tmp'], 'd')))),
+    param('out_is_the_directory_of_runs', 'fit --runs={tmp}/r.csv --out={tmp}',
+          r'--out=.* must lie outside --runs', _file('r.csv', CSV)),
     param('plot_format_unknown', 'fit --runs={tmp}/r.csv --plot={tmp}/p.gif',
           r"\.gif is not one of the formats", _file('r.csv', CSV)),
     # predict.

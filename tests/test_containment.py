@@ -1,11 +1,11 @@
-"""workdir/containment.py: a destination inside, equal to or above its source
+"""moe_jax/containment.py: a destination inside, equal to or above its source
 is refused, compared as resolved paths; one apart from it passes."""
 import os
 
 import pytest
 
+from moe_jax import containment
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment
 
 
 @pytest.fixture
@@ -49,3 +49,28 @@ def test_inside_ok_allows_a_file_inside_never_the_source_or_above(tree):
     ('/', '/a', False), ('/x/a', '/a', False)])
 def test_within_is_strictly_inside(path, root, want):
   assert containment.within(path, root) is want
+
+
+@pytest.mark.parametrize('marks, want', [
+    (('config.json', 'checkpoints'), True),
+    (('config.json', 'metrics.jsonl'), True),   # its checkpoints/ deleted
+    (('metrics.jsonl', 'run.json'), True),
+    (('lineage.json', 'checkpoints'), True),
+    (('config.json',), False),                  # an HF export's
+    (('checkpoints',), False),
+    ((), False),
+])
+def test_a_workdir_is_two_of_its_marks(tmp_path, marks, want):
+  for mark in marks:
+    (tmp_path / mark).mkdir() if mark == 'checkpoints' else (tmp_path / mark).write_text('{}')
+  assert containment.is_workdir(str(tmp_path)) is want
+  assert (containment.run_holding(str(tmp_path / 'a' / 'b.json')) == str(tmp_path)) is want
+
+
+def test_outputs_on_one_path_are_refused(tree):
+  with pytest.raises(ConfigError, match=r'--plot=.*x.png and --out=.*x.png are one path'):
+    containment.output_files([(str(tree / 'other' / 'x.png'), '--out'),
+                              (str(tree / 'other' / 'to_root' / 'other' / 'x.png'), '--plot')])
+  got = containment.output_files([(str(tree / 'other' / 'x.json'), '--out'), ('', '--plot'),
+                                  (str(tree / 'other' / 'x.png'), '--plot')])
+  assert got == [str(tree / 'other' / 'x.json'), str(tree / 'other' / 'x.png')]

@@ -1,6 +1,6 @@
 """One rule for every command that writes: it never writes into or over its
 sources, never over a file it did not create (unless the user says
---overwrite) and never over a run's own files.
+--overwrite) and never into a workdir.
 
   containment.apart(dst, '--out', src, '--ckpt', 'workdir')
   path = containment.output_file(out, '--out', overwrite, sources=[(src, '--data_dir', 'tasks')])
@@ -14,21 +14,24 @@ its parent's links resolved (a link at the destination itself is replaced,
 never written through, moe_jax/workdir/staging.py), so neither a link to the
 source nor a link inside it slips past.
 
-A run's own files are what the trainer and its tools keep in a workdir (a
-directory holding config.json and checkpoints/): RUN_FILES at its top and
-everything under RUN_DIRS. No command replaces one, whatever flag it is
-given and whichever workdir it is (the one it reads or another), so a typo
-in --out cannot destroy a run; a new file beside them (evaluate's results
-beside the run it scored) is fine.
+A workdir is a directory with at least two of a run's marks (MARKS:
+config.json, checkpoints/, metrics.jsonl, run.json, lineage.json), so that
+losing one (a deleted checkpoints/) does not lose its protection, and an HF
+export's lone config.json makes none. Everything inside a workdir is the
+run's: no command replaces or adds to it, whatever flag it is given and
+whichever workdir it is (the one it reads or another), so a typo in --out
+cannot destroy a run. The one exception is a new file directly in the
+workdir a command reads (`beside`: evaluate's results beside the run it
+scored, inspect's plot); even that never replaces a file already there.
+
+A command's outputs are checked together (`output_files`): none may equal,
+lie in or hold any of its inputs (`sources`), and no two may share a path.
 """
 import os
 
 from moe_jax.errors import ConfigError
 
-RUN_FILES = ('config.json', 'run.json', 'metrics.jsonl', 'lineage.json', 'tokenizer.json',
-             'tokenizer_config.json', 'status.json', 'log.txt')
-RUN_DIRS = ('checkpoints', 'tb')
-
+MARKS = ('config.json', 'checkpoints', 'metrics.jsonl', 'run.json', 'lineage.json')
 
 def _resolved(path):
   """`path` absolute with its parent's links resolved (staging.resolve)."""
@@ -63,34 +66,33 @@ def apart(dst, dst_flag, src, src_flag, what='source', inside_ok=False):
                         f'({what} {real_src}): it would write into or delete it')
 
 
-def _is_workdir(path):
-  return (os.path.isfile(os.path.join(path, RUN_FILES[0]))
-          and os.path.isdir(os.path.join(path, RUN_DIRS[0])))
+def is_workdir(path):
+  """Whether `path` is a run's directory (two of MARKS; see the module docstring)."""
+  return sum(os.path.lexists(os.path.join(path, m)) for m in MARKS) >= 2
 
 
-def run_owning(path):
-  """The workdir of which the absolute `path` is one of the run's own files
-  (see the module docstring), or None."""
+def run_holding(path):
+  """The workdir inside which the absolute `path` lies (at any depth), or None."""
   directory = os.path.dirname(path)
   while True:
-    if _is_workdir(directory):
-      first, *rest = os.path.relpath(path, directory).split(os.sep)
-      if first in RUN_DIRS or (not rest and first in RUN_FILES):
-        return directory
+    if is_workdir(directory):
+      return directory
     parent = os.path.dirname(directory)
     if parent == directory:
       return None
     directory = parent
 
 
-def not_run_file(dst, flag):
-  """Refuses a destination that is one of a run's own files or lies inside
-  one of its directories, with or without --overwrite."""
+def not_run_file(dst, flag, beside=()):
+  """Refuses a destination inside any workdir, with or without --overwrite,
+  except a new file directly in one of the workdirs `beside` (resolved
+  paths of the runs the command reads)."""
   for path in {_resolved(dst), os.path.realpath(_resolved(dst))}:
-    run = run_owning(path)
-    if run:
-      raise ConfigError(f'{flag}={dst} ({path}) is a file of the run in {run}; write it '
-                        'elsewhere (no flag replaces a run\'s own files)')
+    run = run_holding(path)
+    if run and not (os.path.dirname(path) == run and run in beside
+                    and not os.path.lexists(path)):
+      raise ConfigError(f'{flag}={dst} ({path}) lies in the run in {run}; write it '
+                        'elsewhere (no flag replaces or adds to a run\'s files)')
 
 
 def output_file(path, flag, overwrite=False, sources=(), beside=()):
@@ -99,7 +101,7 @@ def output_file(path, flag, overwrite=False, sources=(), beside=()):
   flag, what) triples such as --data_dir, `apart`), equal to or above any of
   `beside` (the same, but a new file inside is fine: evaluate's results
   beside the run it scored), a directory, in a missing or unwritable
-  directory, a run's own file (`not_run_file`), or an existing file (unless
+  directory, inside a workdir (`not_run_file`), or an existing file (unless
   `overwrite`)."""
   if not path:
     raise ConfigError(f'{flag} is empty')
@@ -115,7 +117,24 @@ def output_file(path, flag, overwrite=False, sources=(), beside=()):
     raise ConfigError(f'{flag}={path}: directory {parent} does not exist')
   if not os.access(parent, os.W_OK | os.X_OK):
     raise ConfigError(f'{flag}={path}: directory {parent} is not writable')
-  not_run_file(path, flag)
+  runs = {os.path.realpath(os.path.abspath(os.path.expanduser(src))) for src, _, _ in beside}
+  not_run_file(path, flag, runs)
   if os.path.lexists(resolved) and not overwrite:
     raise ConfigError(f'{flag}={path} exists; pass --overwrite to replace it')
   return resolved
+
+
+def output_files(outputs, overwrite=False, sources=(), beside=()):
+  """`output_file` for each (path, flag) of `outputs` a command writes
+  (empty paths skipped), once no two of them are one path; returns their
+  resolved paths."""
+  seen = {}
+  for path, flag in outputs:
+    if not path:
+      continue
+    for key in {_resolved(path), os.path.realpath(_resolved(path))}:
+      if key in seen:
+        raise ConfigError(f'{flag}={path} and {seen[key][1]}={seen[key][0]} are one path '
+                          f'({key}): one output would replace the other')
+      seen[key] = (path, flag)
+  return [output_file(path, flag, overwrite, sources, beside) for path, flag in outputs if path]
