@@ -1,0 +1,66 @@
+"""A launcher's children die with it however it dies (SIGKILL to its whole
+process group; experiments.launch's run drivers and what they start), and a
+stop signal they ignore ends in SIGKILL: after --stop_grace_s, or at once on
+a second signal."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.robustness import harness
+from tests.robustness.test_launchers import _FAMILY, _alive, _read_pids, _wait_gone
+from tests.robustness.test_launchers import reaper  # pylint: disable=unused-import (a fixture)
+
+# _FAMILY, deaf to SIGTERM (an ignored signal is inherited, so the sleep too).
+_DEAF_FAMILY = 'trap "" TERM; ' + _FAMILY
+
+
+def _launcher(*flags, family=_FAMILY):
+  """The launcher of two families, in a session and group of its own."""
+  return subprocess.Popen([sys.executable, '-m', 'moe_jax.multiprocess', '--processes=2', *flags,
+                           '--', 'bash', '-c', family], cwd=harness.REPO, env=harness.env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True)
+
+
+def _family(proc, reaper, count=4):
+  reaper(proc.pid)
+  pids = _read_pids(proc, count)
+  for pid in pids:
+    reaper(pid)
+  assert len(pids) == count and all(_alive(p) for p in pids), pids
+  return pids
+
+
+def test_sigkill_to_the_launchers_group_leaves_no_process(reaper):
+  proc = _launcher()
+  pids = _family(proc, reaper)
+  os.killpg(proc.pid, signal.SIGKILL)   # kill -9 -PGID: the launcher and all of its group
+  proc.wait(timeout=10)
+  assert _wait_gone(pids) == []
+
+
+def test_children_deaf_to_sigterm_are_killed_after_the_stop_grace(reaper):
+  proc = _launcher('--stop_grace_s=1', family=_DEAF_FAMILY)
+  pids = _family(proc, reaper)
+  t0 = time.monotonic()
+  proc.send_signal(signal.SIGTERM)
+  _, err = proc.communicate(timeout=30)
+  assert proc.returncode == 128 + signal.SIGKILL
+  assert time.monotonic() - t0 < 10
+  assert err.strip().splitlines() == [
+      'error: 2 of 2 processes still ran 1 s after the stop signal was passed on; killed them '
+      '(--stop_grace_s)']
+  assert _wait_gone(pids) == []
+
+
+def test_a_second_stop_signal_kills_at_once(reaper):
+  proc = _launcher('--stop_grace_s=600', family=_DEAF_FAMILY)
+  pids = _family(proc, reaper)
+  proc.send_signal(signal.SIGTERM)
+  time.sleep(0.5)
+  assert all(_alive(p) for p in pids)   # deaf to the first
+  proc.send_signal(signal.SIGTERM)
+  proc.wait(timeout=30)
+  assert _wait_gone(pids) == []
