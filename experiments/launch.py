@@ -24,7 +24,7 @@ from absl import flags
 import tqdm
 
 from experiments import hyper, runner, sweep
-from moe_jax import cli
+from moe_jax import cli, lifeline
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import containment
 
@@ -112,11 +112,12 @@ def run_local(sweep_dir, runs, parallel, progress, processes=1):
 
 
 def _start(sweep_dir, name, processes):
-  # Its own session: a terminal's Ctrl-C reaches the launcher only, which passes it on.
+  # Its own session: a terminal's Ctrl-C reaches the launcher only, which passes it on;
+  # and it dies with the launcher, SIGKILLed or not (its own children with it: runner.py).
   with open(os.path.join(sweep_dir, name, runner.LOG_FILE), 'a') as log:
     return subprocess.Popen(runner.driver_argv(sweep_dir, name, processes),
-                            stdin=subprocess.DEVNULL,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True, preexec_fn=lifeline.preexec())
 
 
 def select(sweep_dir, runs, only):

@@ -9,7 +9,8 @@ sweep of configs/quickstart.py at its `arg`; a report's results file: its
 `sweep`, or for seed 000's tables experiments/seed000/table<study>.py at its
 `arg`), launches its first K runs (default all; --only names them), with the
 runs they start from, into DIR (default a temporary directory, removed at
-the end; never one inside docs/ or holding the results file), and prints per
+the end, or by the next rerun where this one was SIGKILLed; never one inside
+docs/ or holding the results file), and prints per
 run the committed final validation loss, today's and their difference, then
 the largest drift. A run's config that differs from the committed one
 (report files record it) is listed key by key: a changed default is a cause
@@ -33,6 +34,7 @@ from moe_jax.errors import ConfigError
 from moe_jax.workdir import containment, files
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN_WORKDIR = re.compile(r'rerun_(\d+)_\w+')
 
 
 def committed(path):
@@ -109,7 +111,7 @@ def rerun(results, runs=0, only=(), workdir=None, parallel=1, out=None, dry_run=
                   'local', parallel, dry_run=True, only=names)
     return None
   own = workdir is None
-  workdir = tempfile.mkdtemp(prefix='rerun_') if own else workdir
+  workdir = own_workdir() if own else workdir
   try:
     code = launch.launch(os.path.join(_REPO, spec), workdir, 'local', parallel, only=names)
     if code:
@@ -127,6 +129,30 @@ def rerun(results, runs=0, only=(), workdir=None, parallel=1, out=None, dry_run=
                      if configs[n] else None))
   return dict(results=os.path.relpath(os.path.abspath(results), _REPO), sweep=spec, runs=rows,
               max_abs_drift=max(abs(r['drift']) for r in rows))
+
+
+def _running(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:   # another user's
+    pass
+  return True
+
+
+def own_workdir():
+  """A new temporary directory named after this process (rerun_PID_*), once
+  those of reruns no longer running are removed: a rerun SIGKILLed runs no
+  `finally`, and its runs die with it (launch.py, runner.py), but its
+  directory stays until the next rerun. One whose pid runs (its rerun's, or
+  a reused pid) is left alone."""
+  tmp = tempfile.gettempdir()
+  for entry in os.listdir(tmp):
+    m = _OWN_WORKDIR.fullmatch(entry)
+    if m and not _running(int(m.group(1))):
+      shutil.rmtree(os.path.join(tmp, entry), ignore_errors=True)
+  return tempfile.mkdtemp(prefix=f'rerun_{os.getpid()}_')
 
 
 def text(res):

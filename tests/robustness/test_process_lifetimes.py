@@ -64,3 +64,53 @@ def test_a_second_stop_signal_kills_at_once(reaper):
   proc.send_signal(signal.SIGTERM)
   proc.wait(timeout=30)
   assert _wait_gone(pids) == []
+
+
+# A sweep launcher (experiments.launch's _start, as experiments.rerun calls
+# it) whose run driver is runner._Forward starting a sleep: the chain
+# launcher -> driver -> trainer, with a sleep for the trainer.
+_SWEEP_LAUNCHER = """
+import os, sys, time
+from experiments import launch, runner
+driver = ('from experiments import runner\\n'
+          'import sys\\n'
+          'runner._Forward().call(["bash", "-c", "echo pids $$; exec sleep 60"], sys.stdout)\\n')
+runner.driver_argv = lambda *_: [sys.executable, '-c', driver]
+os.makedirs(os.path.join(sys.argv[1], 'r'))
+print('pids', launch._start(sys.argv[1], 'r', 1).pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_sigkill_to_a_sweep_launcher_ends_its_run_drivers_and_their_trainers(tmp_path, reaper):
+  proc = subprocess.Popen([sys.executable, '-c', _SWEEP_LAUNCHER, str(tmp_path)],
+                          cwd=harness.REPO, env=harness.env(), stdout=subprocess.PIPE, text=True)
+  reaper(proc.pid)
+  driver, = _read_pids(proc, 1)
+  reaper(driver)
+  log, deadline = tmp_path / 'r' / 'log.txt', time.monotonic() + 60
+  while 'pids' not in (log.read_text() if log.exists() else '') and time.monotonic() < deadline:
+    time.sleep(0.05)
+  trainer = int(log.read_text().split('pids', 1)[1].split()[0])
+  reaper(trainer)
+  assert _alive(driver) and _alive(trainer)
+  proc.kill()
+  proc.wait(timeout=10)
+  assert _wait_gone([driver, trainer]) == []
+
+
+def test_a_rerun_removes_the_temporary_workdirs_of_dead_reruns(tmp_path, monkeypatch):
+  from experiments import rerun  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(rerun.tempfile, 'tempdir', str(tmp_path))
+  gone = subprocess.Popen(['true'])
+  gone.wait()   # a pid that no longer runs: a rerun SIGKILLed
+  dead = tmp_path / f'rerun_{gone.pid}_x1'
+  dead.mkdir()
+  (dead / 'run').mkdir()
+  alive = tmp_path / f'rerun_{os.getpid()}_y2'   # a rerun still running
+  alive.mkdir()
+  other = tmp_path / 'rerun_notes'
+  other.mkdir()
+  own = rerun.own_workdir()
+  assert not dead.exists() and alive.exists() and other.exists()
+  assert os.path.basename(own).startswith(f'rerun_{os.getpid()}_')
