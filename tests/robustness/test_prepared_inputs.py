@@ -128,6 +128,16 @@ def test_empty_input_into_an_empty_directory_leaves_it_empty(tmp_path):
   assert os.listdir(tmp_path / 'out') == []
 
 
+@pytest.mark.parametrize('out_exists', [False, True], ids=['new_out', 'empty_out'])
+def test_a_split_left_empty_leaves_no_out_behind(tmp_path, out_exists):
+  write_jsonl(tmp_path / 'a.jsonl', texts(1))   # one document: the validation split is empty
+  if out_exists:
+    (tmp_path / 'out').mkdir()
+  with pytest.raises(ConfigError, match=r'the validation split is empty \(1 documents'):
+    prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'out'), val_fraction=0.01)
+  assert os.listdir(tmp_path / 'out') == [] if out_exists else not os.path.exists(tmp_path / 'out')
+
+
 def test_resume_removes_only_its_own_temporary_files(tmp_path):
   write_jsonl(tmp_path / 'a.jsonl', texts(60))
   out = tmp_path / 'out'
