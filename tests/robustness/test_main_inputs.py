@@ -185,6 +185,11 @@ ROWS = [
           r'upcycle.report_batches=-1'),
     param('upcycle_utility_batches', f'{NEW} {GROW} --config.upcycle.utility_batches=-1',
           r'upcycle.utility_batches=-1'),
+    # Checked with no transition set too: config.json records nothing out of bounds.
+    param('upcycle_factor_one_without_a_transition', f'{NEW} --config.upcycle.factor=1',
+          r'upcycle.factor=1 must be an integer >= 2'),
+    param('upcycle_seed_negative_without_a_transition', f'{NEW} --config.upcycle.seed=-1',
+          r'upcycle.seed=-1 must be a non-negative integer'),
     # Data.
     param('text_files_without_patterns', f'{NEW} --config.data.source=text_files',
           r'data.patterns is empty'),
