@@ -42,6 +42,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from experiments.bench import cpu_step
@@ -84,11 +85,36 @@ def _die_with_parent():
 
 
 def _stop(signum, frame):
-  """SIGTERM or SIGHUP: the running commands' groups get SIGKILL, then exit."""
+  """SIGTERM, SIGHUP or Ctrl-C: the running commands' groups get SIGKILL, one
+  line says so, then exit (gpu_run.json holds the steps done)."""
   del frame
   for pid in list(_LIVE):
     os.killpg(pid, signal.SIGKILL)
+  print(f'error: stopped by {signal.Signals(signum).name}', file=sys.stderr, flush=True)
   sys.exit(128 + signum)
+
+
+class _Parser(argparse.ArgumentParser):
+  """argparse with every command's one error line: `error: ...`, exit 2."""
+
+  def error(self, message):
+    print(f'error: {message}', file=sys.stderr)
+    sys.exit(2)
+
+
+def _out_error(out):
+  """Why `out` cannot be this run's folder (None: it is one, made if new)."""
+  if os.path.exists(out) and not os.path.isdir(out):
+    return f'--out={out} is not a directory'
+  if os.path.isdir(out) and os.listdir(out):
+    return f'--out={out} exists and is not empty'
+  try:
+    os.makedirs(out, exist_ok=True)
+    with tempfile.TemporaryFile(dir=out):
+      pass
+  except OSError as e:
+    return f'--out={out}: cannot write there ({e.strerror})'
+  return None
 
 
 def _run(cmd, timeout, env, log, background=False):
@@ -329,7 +355,7 @@ def provenance(argv, log):
 
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else argv
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap = _Parser(description=__doc__.splitlines()[0])
   ap.add_argument('--out', required=True, help='folder for gpu_run.json and the runs')
   ap.add_argument('--dry_run', action='store_true', help='tiny shapes on the CPU')
   ap.add_argument('--steps', default=','.join(n for n, _ in STEPS),
@@ -340,12 +366,12 @@ def main(argv=None):
   if unknown:
     print(f'error: --steps: unknown {unknown}; known: {[n for n, _ in STEPS]}', file=sys.stderr)
     return 2
-  if os.path.exists(args.out) and os.listdir(args.out):
-    print(f'error: --out={args.out} exists and is not empty', file=sys.stderr)
+  error = _out_error(args.out)
+  if error:
+    print(f'error: {error}', file=sys.stderr)
     return 2
-  os.makedirs(args.out, exist_ok=True)
-  signal.signal(signal.SIGTERM, _stop)
-  signal.signal(signal.SIGHUP, _stop)
+  for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(signum, _stop)
   # Every command shares one compilation cache: a program compiled twice (a
   # run and its resumption, a plan and its run) compiles once.
   os.environ.update(JAX_COMPILATION_CACHE_DIR=os.path.join(args.out, 'jax_cache'),
