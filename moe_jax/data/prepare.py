@@ -309,6 +309,7 @@ def _run(out, manifest, paths, args, tok_spec, workers, progress, notes):
   task = lambda i, unit: (_write_unit, out, i, unit, tok_spec, manifest['dtype'],
                           args['val_fraction'], args['split_seed'])
   with contextlib.ExitStack() as stack:
+    stack.enter_context(_worker_deaths())
     pool = None
     if workers > 1:
       pool = stack.enter_context(worker_pool(workers))
@@ -341,6 +342,18 @@ def _run(out, manifest, paths, args, tok_spec, workers, progress, notes):
       finish(i, s, c, future.result())
   if bar is not None:
     bar.close()
+
+
+@contextlib.contextmanager
+def _worker_deaths():
+  """A worker killed (the OOM killer, kill -9) is a one-line RunError: the
+  units written so far stay in the manifest, and the same command resumes."""
+  try:
+    yield
+  except concurrent.futures.BrokenExecutor:   # BrokenProcessPool
+    raise RunError('a worker process died while writing a unit (killed? out of memory?); '
+                   'run the same command again to resume, with fewer --workers if memory '
+                   'ran out') from None
 
 
 def _bar(progress):

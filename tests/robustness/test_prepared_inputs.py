@@ -5,6 +5,7 @@ a workdir trained on a prepared BPE corpus outlives the corpus directory."""
 import json
 import os
 import shutil
+import signal
 
 import numpy as np
 import pyarrow
@@ -182,3 +183,32 @@ def test_a_full_disk_is_one_line_and_the_same_command_resumes(tmp_path, small_fi
   manifest = prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'out'), val_fraction=0.2,
                              shard_mb=0.005)
   assert manifest['complete'] and len(manifest['units']) > done
+
+
+def test_a_json_line_nested_too_deep_is_an_error_naming_it(tmp_path):
+  depth = 100_000
+  (tmp_path / 'a.jsonl').write_text('{"text": "a"}\n' + '{"text": "b", "x": ' + '[' * depth +
+                                    ']' * depth + '}\n')
+  with pytest.raises(ConfigError, match=r'a.jsonl:2: a JSON line nested deeper than the reader '
+                     r'can follow'):
+    prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'out'))
+  assert not os.path.exists(tmp_path / 'out')
+
+
+def _killed(*_):
+  """A unit's writer that dies as the OOM killer kills (imported by the worker)."""
+  os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_killed_worker_is_an_error_and_the_same_command_resumes(tmp_path, monkeypatch):
+  write_jsonl(tmp_path / 'a.jsonl', texts(60))
+  monkeypatch.setattr(prepare, '_write_unit', _killed)
+  with pytest.raises(RunError, match=r'^a worker process died while writing a unit .* run the '
+                     'same command again to resume'):
+    prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'out'), workers=2, val_fraction=0.2,
+                    shard_mb=0.001)
+  monkeypatch.undo()
+  manifest = prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'out'), workers=2,
+                             val_fraction=0.2, shard_mb=0.001)
+  assert manifest['complete'] and manifest['splits']['train']['docs'] + manifest['splits'][
+      'validation']['docs'] == 60
