@@ -114,3 +114,40 @@ def test_a_rerun_removes_the_temporary_workdirs_of_dead_reruns(tmp_path, monkeyp
   own = rerun.own_workdir()
   assert not dead.exists() and alive.exists() and other.exists()
   assert os.path.basename(own).startswith(f'rerun_{os.getpid()}_')
+
+
+# A sweep of one run whose driver (runner._Forward, as experiments.run) starts
+# a trainer deaf to SIGTERM: run_local's first stop signal is not enough.
+_DEAF_SWEEP = """
+import os, sys, types
+from experiments import launch, runner
+driver = ('from experiments import runner\\n'
+          'import sys\\n'
+          'runner._Forward().call(["bash", "-c", "trap \\\\"\\\\" TERM; echo pids $$; '
+          'exec sleep 60"], sys.stdout)\\n')
+runner.driver_argv = lambda *_: [sys.executable, '-c', driver]
+os.makedirs(os.path.join(sys.argv[1], 'r'))
+progress = types.SimpleNamespace(outcome={}, started=lambda n: print('started', flush=True),
+                                 ended=lambda n, s: None)
+run = types.SimpleNamespace(name='r', parents=[])
+print('stopped by', launch.run_local(sys.argv[1], [run], 1, progress), flush=True)
+"""
+
+
+def test_a_second_stop_signal_to_a_sweep_launcher_kills_its_runs(tmp_path, reaper):
+  proc = subprocess.Popen([sys.executable, '-c', _DEAF_SWEEP, str(tmp_path)], cwd=harness.REPO,
+                          env=harness.env(), stdout=subprocess.PIPE, text=True)
+  reaper(proc.pid)
+  assert proc.stdout.readline() == 'started\n'
+  log, deadline = tmp_path / 'r' / 'log.txt', time.monotonic() + 60
+  while 'pids' not in (log.read_text() if log.exists() else '') and time.monotonic() < deadline:
+    time.sleep(0.05)
+  trainer = int(log.read_text().split('pids', 1)[1].split()[0])
+  reaper(trainer)
+  proc.send_signal(signal.SIGTERM)
+  time.sleep(1)
+  assert proc.poll() is None and _alive(trainer)   # deaf to the first
+  proc.send_signal(signal.SIGTERM)
+  out, _ = proc.communicate(timeout=30)
+  assert out.strip() == f'stopped by {int(signal.SIGTERM)}'
+  assert _wait_gone([trainer]) == []
