@@ -5,6 +5,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -52,13 +53,22 @@ def test_argparse_errors_are_one_error_line(capsys, argv, message):
   assert code == 2 and err.splitlines() == [message]
 
 
+def _children(pid):
+  try:
+    with open(f'/proc/{pid}/task/{pid}/children') as f:
+      return f.read().split()
+  except OSError:
+    return []
+
+
 def test_ctrl_c_is_one_line_and_no_traceback(tmp_path):
   proc = subprocess.Popen([sys.executable, '-m', 'experiments.gpu.run', f'--out={tmp_path}/o',
-                           '--dry_run', '--steps=tests'], cwd=harness.REPO, env=harness.env(),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           '--dry_run', '--steps=workflow'], cwd=harness.REPO,
+                          env=harness.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
   try:
-    while not proc.stdout.readline().startswith('device:'):   # signal handlers are set
-      pass
+    while not _children(proc.pid) and proc.poll() is None:   # its first command: the
+      time.sleep(0.01)                                         # handlers are set
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
   finally:
