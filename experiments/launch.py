@@ -11,7 +11,7 @@ finished runs are skipped and interrupted ones continue from their newest
 checkpoint. --only runs the named runs and whatever unfinished runs they start
 from. --processes=P trains each run as P processes of this machine
 (`python -m moe_jax.multiprocess`, docs/multihost.md). Ctrl-C or SIGTERM asks every running run to save and stop, then exits
-non-zero. Exit status 0: every run is done. See docs/experiments.md.
+non-zero; a second one kills them. Exit status 0: every run is done. See docs/experiments.md.
 """
 import os
 import shlex
@@ -24,7 +24,7 @@ from absl import flags
 import tqdm
 
 from experiments import hyper, runner, sweep
-from moe_jax import cli, containment
+from moe_jax import cli, containment, lifeline
 from moe_jax.errors import ConfigError
 
 _TAIL_LINES = 8
@@ -76,9 +76,11 @@ def run_local(sweep_dir, runs, parallel, progress, processes=1):
   stop = []
 
   def on_signal(signum, _):
+    # The first: SIGTERM (each run saves and stops); a second: SIGKILL, whose
+    # run drivers take their trainers with them (lifeline.py).
     stop.append(signum)
     for proc, _ in running.values():
-      proc.send_signal(signal.SIGTERM)
+      proc.send_signal(signal.SIGTERM if len(stop) == 1 else signal.SIGKILL)
 
   previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
   try:
@@ -111,11 +113,12 @@ def run_local(sweep_dir, runs, parallel, progress, processes=1):
 
 
 def _start(sweep_dir, name, processes):
-  # Its own session: a terminal's Ctrl-C reaches the launcher only, which passes it on.
+  # Its own session: a terminal's Ctrl-C reaches the launcher only, which passes it on;
+  # and it dies with the launcher, SIGKILLed or not (its own children with it: runner.py).
   with open(os.path.join(sweep_dir, name, runner.LOG_FILE), 'a') as log:
     return subprocess.Popen(runner.driver_argv(sweep_dir, name, processes),
-                            stdin=subprocess.DEVNULL,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True, preexec_fn=lifeline.preexec())
 
 
 def select(sweep_dir, runs, only):

@@ -9,8 +9,8 @@ sweep of configs/quickstart.py at its `arg`; a report's results file: its
 `sweep`, or for seed 000's tables experiments/seed000/table<study>.py at its
 `arg`), launches its first K runs (default all; --only names them), with the
 runs they start from, into DIR (default a temporary directory, removed at
-the end; a new or empty one, never one inside docs/ or holding the results
-file), and prints per
+the end, or by the next rerun where this one was SIGKILLed; a new or empty
+one, never one inside docs/ or holding the results file), and prints per
 run the committed final validation loss, today's and their difference, then
 the largest drift. A run's config that differs from the committed one
 (report files record it) is listed key by key: a changed default is a cause
@@ -19,6 +19,7 @@ of drift. With --out it writes that table as JSON, with provenance
 last digit only on one commit, one machine and one XLA build: the drift
 printed is what a claim must be larger than to survive a rerun.
 """
+import math
 import os
 import re
 import shutil
@@ -34,6 +35,8 @@ from moe_jax.errors import ConfigError
 from moe_jax.workdir import files
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PROBE_BYTES = 1 << 16   # more than a results table of a hundred runs
+_OWN_WORKDIR = re.compile(r'rerun_(\d+)_\w+')
 
 
 def committed(path):
@@ -43,16 +46,34 @@ def committed(path):
     raise ConfigError(f'--results={path} is not a file')
   saved = files.read_json(path)
   if isinstance(saved.get('losses'), dict) and 'seeds' in saved:   # experiments.quickstart
-    arg = saved.get('arg')
+    seeds, arg = saved['seeds'], saved.get('arg')
+    bad = lambda what: ConfigError(f'--results={path}: {what}')
+    if not (isinstance(seeds, list) and seeds and all(_integer(s) for s in seeds)):
+      raise bad(f'"seeds" must be a list of integers, not {seeds!r}')
+    for arm, xs in saved['losses'].items():
+      if not (isinstance(xs, list) and len(xs) == len(seeds) and all(map(_number, xs))):
+        raise bad(f'"losses"."{arm}" must be a list of {len(seeds)} numbers (one a seed)')
     if arg is None:   # written before it recorded its arg: the defaults but steps, E, seeds
-      arg = f'steps={saved["steps"]},experts={saved["experts"]},seeds={max(saved["seeds"]) + 1}'
+      for key in ('steps', 'experts'):
+        if not _integer(saved.get(key)):
+          raise bad(f'"{key}" must be an integer (no "arg"), not {saved.get(key)!r}')
+      arg = f'steps={saved["steps"]},experts={saved["experts"]},seeds={max(seeds) + 1}'
+    if not isinstance(arg, str):
+      raise bad(f'"arg" must be a string, not {arg!r}')
     spec = 'configs/quickstart.py' + (f':{arg}' if arg else '')
-    by_seed = {(arm, s): x for arm, xs in saved['losses'].items()
-               for s, x in zip(saved['seeds'], xs)}
-    losses = {f'{arm}_s{s}': by_seed[arm, s] for s in saved['seeds'] for arm in saved['losses']}
+    by_seed = {(arm, s): x for arm, xs in saved['losses'].items() for s, x in zip(seeds, xs)}
+    losses = {f'{arm}_s{s}': by_seed[arm, s] for s in seeds for arm in saved['losses']}
     return spec, losses, dict.fromkeys(losses)
   runs, extra = report.read_results(path)
+  for r in runs:   # what the rerun compares against, checked before it runs
+    if not (isinstance(r['name'], str) and (r.get('final_val_loss') is None or
+                                            _number(r['final_val_loss']))
+            and isinstance(r.get('config') or {}, dict)):
+      raise ConfigError(f'--results={path}: run {r["name"]!r} needs a string "name", a number '
+                        'or null "final_val_loss" and an object or null "config"')
   spec = extra.get('sweep')
+  if spec is not None and not isinstance(spec, str):
+    raise ConfigError(f'--results={path}: "sweep" must be a string, not {spec!r}')
   if not spec and re.fullmatch(r'\w+', str(extra.get('study', ''))) and os.path.exists(
       os.path.join(_REPO, 'experiments', 'seed000', f'table{extra["study"]}.py')):
     spec = f'experiments/seed000/table{extra["study"]}.py'   # seed 000's reports named no sweep
@@ -62,6 +83,14 @@ def committed(path):
   done = [r for r in runs if r.get('final_val_loss') is not None]
   return (spec, {r['name']: r['final_val_loss'] for r in done},
           {r['name']: r.get('config') for r in done})
+
+
+def _integer(x):
+  return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _number(x):
+  return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _flat(d, prefix=''):
@@ -108,6 +137,8 @@ def rerun(results, runs=0, only=(), workdir=None, parallel=1, out=None, dry_run=
     raise ConfigError(f'--workdir={workdir} exists and is not an empty directory: a rerun '
                       'trains every run anew, into a new or empty directory')
   containment.apart(out, '--out', workdir, '--workdir', 'run directory')   # two outputs apart
+  if out:
+    _check_out(out)
   if dry_run:
     print(f'{results}: {len(losses)} runs of {spec}; rerun {", ".join(names)}')
     launch.launch(os.path.join(_REPO, spec), workdir or os.path.join(tempfile.gettempdir(),
@@ -115,7 +146,7 @@ def rerun(results, runs=0, only=(), workdir=None, parallel=1, out=None, dry_run=
                   'local', parallel, dry_run=True, only=names)
     return None
   own = workdir is None
-  workdir = tempfile.mkdtemp(prefix='rerun_') if own else workdir
+  workdir = own_workdir() if own else workdir
   try:
     code = launch.launch(os.path.join(_REPO, spec), workdir, 'local', parallel, only=names)
     if code:
@@ -135,6 +166,46 @@ def rerun(results, runs=0, only=(), workdir=None, parallel=1, out=None, dry_run=
               max_abs_drift=max(abs(r['drift']) for r in rows))
 
 
+def _check_out(out):
+  """--out can be written where it is: asked before the rerun, not after it.
+  Its folder exists and takes a file as large as a results table (a probe
+  written, synced and removed, so a read-only or full disk fails here)."""
+  folder = os.path.dirname(os.path.abspath(out))
+  if not os.path.isdir(folder):
+    raise ConfigError(f'--out={out}: its folder {folder} does not exist or is not a directory')
+  try:
+    with tempfile.NamedTemporaryFile(dir=folder, prefix='.rerun_probe_') as f:
+      f.write(bytes(_PROBE_BYTES))
+      f.flush()
+      os.fsync(f.fileno())
+  except OSError as e:
+    raise ConfigError(f'--out={out}: cannot write into {folder} ({e.strerror})') from None
+
+
+def _running(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:   # another user's
+    pass
+  return True
+
+
+def own_workdir():
+  """A new temporary directory named after this process (rerun_PID_*), once
+  those of reruns no longer running are removed: a rerun SIGKILLed runs no
+  `finally`, and its runs die with it (launch.py, runner.py), but its
+  directory stays until the next rerun. One whose pid runs (its rerun's, or
+  a reused pid) is left alone."""
+  tmp = tempfile.gettempdir()
+  for entry in os.listdir(tmp):
+    m = _OWN_WORKDIR.fullmatch(entry)
+    if m and not _running(int(m.group(1))):
+      shutil.rmtree(os.path.join(tmp, entry), ignore_errors=True)
+  return tempfile.mkdtemp(prefix=f'rerun_{os.getpid()}_')
+
+
 def text(res):
   out = [f'{res["results"]} ({res["sweep"]}) rerun at HEAD: final validation loss',
          f'  {"run":<28}{"committed":>12}{"now":>12}{"now - committed":>18}']
@@ -152,9 +223,9 @@ def main(argv):
                                  f.dry_run)
   if res is None:
     return
+  print(text(res))   # first: a disk filled since the check loses the file, not the table
   if f.out:
-    files.write_json(f.out, dict(res, provenance=provenance.record()))
-  print(text(res))
+    cli.run_reporting_errors(files.write_json, f.out, dict(res, provenance=provenance.record()))
 
 
 if __name__ == '__main__':   # flags only here: tests import this module

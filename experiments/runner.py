@@ -23,6 +23,7 @@ import sys
 import time
 
 from experiments import hyper, sweep
+from moe_jax import lifeline
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import files, lineage
 
@@ -134,9 +135,11 @@ class _Forward:
       self.child.send_signal(signal.SIGTERM)
 
   def call(self, argv, log):
-    # A new session: a terminal's Ctrl-C reaches the launcher only, which asks politely.
+    # A new session: a terminal's Ctrl-C reaches the launcher only, which asks politely;
+    # and it dies with this driver, SIGKILLed or not (lifeline.py).
     self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+                                  stderr=subprocess.STDOUT, start_new_session=True,
+                                  preexec_fn=lifeline.preexec())
     if self.signum is not None:   # arrived while it was starting
       self.child.send_signal(signal.SIGTERM)
     code = self.child.wait()

@@ -35,6 +35,33 @@ def defaults(cls):
   return out
 
 
+# A field's type -> the JSON values it takes (an int for a float: JSON writes 2.0 as 2
+# in other tools), and how to say it.
+_TYPES = {bool: ((bool,), 'true or false'), int: ((int,), 'an integer'),
+          float: ((int, float), 'a number'), str: ((str,), 'a string')}
+
+
+def check_types(name, group, cls, where):
+  """Raises a one-line ConfigError naming `where` and the key for a field of
+  `cls` that `group` (a dict read from `where`; `name` its prefix, '' for the
+  top level) lacks or holds a value of another type: a string, null or a
+  bool for a number, and a float for an int key (64.0 too: a count is written
+  as one, and rounding would hide a hand edit's mistake)."""
+  for f in dataclasses.fields(cls):
+    key = f'{name}.{f.name}' if name else f.name
+    if f.name not in group:
+      if f.default is dataclasses.MISSING or not dataclasses.is_dataclass(f.default):
+        raise ConfigError(f'{where}: no key {key!r} (its default: '
+                          f'{defaults(cls).get(f.name)!r})')
+      continue
+    if f.type not in _TYPES:
+      continue
+    value, (types, kind) = group[f.name], _TYPES[f.type]
+    if not isinstance(value, types) or (isinstance(value, bool) and f.type is not bool):
+      raise ConfigError(f'{where}: {key}={value!r} must be {kind}, not '
+                        f'{"null" if value is None else type(value).__name__}')
+
+
 def _describe(bounds, integer):
   if integer and bounds in ((('>=', 0),), (('>=', 1),)):
     return 'a positive integer' if bounds[0][1] else 'a non-negative integer'

@@ -18,15 +18,20 @@ killed), the others get SIGTERM and, --grace_s seconds later, SIGKILL; it
 prints one `error:` line on stderr naming the process and exits with that
 process's status (128 + N for a signal N). SIGTERM, SIGHUP or Ctrl-C to the
 launcher stops its start loop at once and is passed to every process once
-(the trainer saves a checkpoint and exits).
+(the trainer saves a checkpoint and exits); processes still running
+--stop_grace_s seconds later (default 120: time to save a checkpoint), or at
+a second such signal, get SIGKILL.
 
 No process outlives the launcher. Each process leads a process group of its
 own, and every signal goes to the whole group, so what a process started
 (a shell's children) stops with it; on its way out the launcher SIGKILLs
 whatever is left of each group. Killed itself with SIGKILL, it cannot: a
-guardian process it starts first (a pipe it watches; the launcher tells it
-each group) SIGKILLs every group once the pipe closes without a `done`. At
-most MAX_PROCESSES processes: more is a typo, not a run on one machine.
+guardian process it starts first, in a session of its own (so SIGKILL to
+the launcher's whole group spares it), watches a pipe from the launcher,
+which tells it each group, and SIGKILLs every group once the pipe closes
+without a `done`. Each process also dies with the launcher on its own
+(lifeline.py: PR_SET_PDEATHSIG). At most MAX_PROCESSES processes: more is a
+typo, not a run on one machine.
 """
 import math
 import os
@@ -40,7 +45,7 @@ import time
 
 from absl import flags
 
-from moe_jax import cli
+from moe_jax import cli, lifeline
 from moe_jax.errors import ConfigError
 from moe_jax.workdir.placement import ENV_ADDRESS, ENV_COUNT, ENV_INDEX
 
@@ -71,6 +76,8 @@ _DEVICES = flags.DEFINE_integer('devices_per_process', 0,
                                 'CPU devices per process (0: leave XLA_FLAGS as it is).')
 _GRACE = flags.DEFINE_float('grace_s', 3.0, 'Seconds from SIGTERM to SIGKILL for the '
                             'processes left when one has failed.')
+_STOP_GRACE = flags.DEFINE_float('stop_grace_s', 120.0, 'Seconds from a stop signal passed on '
+                                 'to SIGKILL for the processes still running.')
 
 
 def free_port():
@@ -137,33 +144,35 @@ def _stop(procs, pumps):
     t.join(timeout=1)
 
 
-def _check(processes, devices_per_process, grace_s, command):
+def _check(processes, devices_per_process, grace_s, stop_grace_s, command):
   if not 1 <= processes <= MAX_PROCESSES:
     raise ConfigError(f'--processes={processes} must be between 1 and {MAX_PROCESSES} '
                       '(moe_jax.multiprocess.MAX_PROCESSES)')
   if devices_per_process < 0:
     raise ConfigError(f'--devices_per_process={devices_per_process} must be >= 0')
-  if not (math.isfinite(grace_s) and grace_s >= 0):
-    raise ConfigError(f'--grace_s={grace_s} must be a finite number >= 0')
+  for flag, value in (('--grace_s', grace_s), ('--stop_grace_s', stop_grace_s)):
+    if not (math.isfinite(value) and value >= 0):
+      raise ConfigError(f'{flag}={value} must be a finite number >= 0')
   if not command:
     raise ConfigError('no command: put it after --, e.g. -- python -m moe_jax.main ...')
 
 
 def run(command, processes, devices_per_process=0, grace_s=3.0, out=None, err=None,
-        poll_s=0.05):
+        poll_s=0.05, stop_grace_s=120.0):
   """Runs `command` as `processes` processes of one run; returns the exit status
   (0 when all exit 0, else the first failure's, after stopping the rest)."""
-  _check(processes, devices_per_process, grace_s, command)
+  _check(processes, devices_per_process, grace_s, stop_grace_s, command)
   out, err = out or sys.stdout.buffer, err or sys.stderr
   address, lock = f'localhost:{free_port()}', threading.Lock()
   procs, pumps, signalled = [], [], []
   guardian = subprocess.Popen([sys.executable, '-c', _GUARDIAN], stdin=subprocess.PIPE,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+                              start_new_session=True)
 
   def on_signal(signum, _):
-    if not signalled:   # once: the trainer saves on the first SIGTERM
-      signalled.append(signum)
-      _signal_groups(procs, signal.SIGTERM)
+    # The first: SIGTERM, once (the trainer saves on it); a second: SIGKILL.
+    signalled.append((signum, time.monotonic()))
+    _signal_groups(procs, signal.SIGTERM if len(signalled) == 1 else signal.SIGKILL)
 
   previous = {s: signal.signal(s, on_signal) for s in _STOP_SIGNALS}
   try:
@@ -175,7 +184,8 @@ def run(command, processes, devices_per_process=0, grace_s=3.0, out=None, err=No
       p = subprocess.Popen(command, env=process_env(os.environ, i, processes, address,
                                                     devices_per_process),
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, start_new_session=True)
+                           stderr=subprocess.STDOUT, start_new_session=True,
+                           preexec_fn=lifeline.preexec())
       procs.append(p)
       guardian.stdin.write(f'{p.pid}\n')
       guardian.stdin.flush()
@@ -186,6 +196,13 @@ def run(command, processes, devices_per_process=0, grace_s=3.0, out=None, err=No
       failed = next((i for i, code in enumerate(codes) if code), None)
       if failed is not None or None not in codes:
         break
+      if signalled and time.monotonic() > signalled[0][1] + stop_grace_s:
+        _stop(procs, pumps)
+        err.write(f'error: {sum(c is None for c in codes)} of {len(procs)} processes still '
+                  f'ran {stop_grace_s:g} s after the stop signal was passed on; killed them '
+                  '(--stop_grace_s)\n')
+        err.flush()
+        return _status(-signal.SIGKILL)
       time.sleep(poll_s)
     if failed is None:
       return 0
@@ -222,7 +239,8 @@ def main(argv):
     raise ConfigError(f'unexpected arguments before --: {" ".join(rest[1:])}')
   if _PROCESSES.value is None:
     raise ConfigError('--processes is required')
-  return run(command, _PROCESSES.value, _DEVICES.value, _GRACE.value)
+  return run(command, _PROCESSES.value, _DEVICES.value, _GRACE.value,
+             stop_grace_s=_STOP_GRACE.value)
 
 
 if __name__ == '__main__':

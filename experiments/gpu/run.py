@@ -50,6 +50,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -124,11 +125,36 @@ def _die_with_parent():
 
 
 def _stop(signum, frame):
-  """SIGTERM or SIGHUP: the running commands' groups get SIGKILL, then exit."""
+  """SIGTERM, SIGHUP or Ctrl-C: the running commands' groups get SIGKILL, one
+  line says so, then exit (call_X.json holds the steps done)."""
   del frame
   for pid in list(_LIVE):
     os.killpg(pid, signal.SIGKILL)
+  print(f'error: stopped by {signal.Signals(signum).name}', file=sys.stderr, flush=True)
   sys.exit(128 + signum)
+
+
+class _Parser(argparse.ArgumentParser):
+  """argparse with every command's one error line: `error: ...`, exit 2."""
+
+  def error(self, message):
+    print(f'error: {message}', file=sys.stderr)
+    sys.exit(2)
+
+
+def _out_error(out):
+  """Why `out` cannot be this run's folder (None: it is one, made if new)."""
+  if os.path.exists(out) and not os.path.isdir(out):
+    return f'--out={out} is not a directory'
+  if os.path.isdir(out) and os.listdir(out):
+    return f'--out={out} exists and is not empty'
+  try:
+    os.makedirs(out, exist_ok=True)
+    with tempfile.TemporaryFile(dir=out):
+      pass
+  except OSError as e:
+    return f'--out={out}: cannot write there ({e.strerror})'
+  return None
 
 
 def _stamp(started, t):
@@ -440,7 +466,7 @@ def _tail(log):
 
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else argv
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap = _Parser(description=__doc__.splitlines()[0])
   ap.add_argument('--call', required=True, help=f'one of {sorted(CALLS)}: A, B, C, then D')
   ap.add_argument('--out', required=True, help='folder for call_X.json and the runs')
   ap.add_argument('--dry_run', action='store_true', help='tiny shapes on the CPU')
@@ -453,12 +479,12 @@ def main(argv=None):
   except ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  if os.path.exists(args.out) and os.listdir(args.out):
-    print(f'error: --out={args.out} exists and is not empty', file=sys.stderr)
+  error = _out_error(args.out)
+  if error:
+    print(f'error: {error}', file=sys.stderr)
     return 2
-  os.makedirs(args.out, exist_ok=True)
-  signal.signal(signal.SIGTERM, _stop)
-  signal.signal(signal.SIGHUP, _stop)
+  for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(signum, _stop)
   if args.call == 'B':
     # B's commands share one compilation cache: the second run and the
     # resumed one compile nothing the first did not. (The other calls compile

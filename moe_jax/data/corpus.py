@@ -24,6 +24,7 @@ The readers of two sources (`data.source`, moe_jax/data/sources/):
   that Western text in the wild mostly is; latin-1 if a byte cp1252 leaves
   undefined occurs), so accented characters survive; else a damaged UTF-8
   file, whose bad bytes read as U+FFFD. Both guesses warn, naming files.
+  A file whose text holds a NUL character is refused: no text does.
   Other legacy encodings (cp1251, Shift-JIS, ...) need `data.encoding`.
 
 `data.part` splits the training documents once more, by whole document:
@@ -107,6 +108,11 @@ def text_files(patterns, encoding=''):
     new = [p for p in paths if p not in seen]
     seen.update(new)
     texts = [_read(p, encoding, legacy) for p in new]
+    for path, text in zip(new, texts):
+      if '\0' in text:   # valid UTF-8, but no text holds it: a binary file, or UTF-16
+        raise ConfigError(f'data.patterns: {path} holds NUL characters (the first at '
+                          f'{text.index(chr(0))}): not text; leave it out of the patterns '
+                          '(UTF-16 or -32 without a BOM: set data.encoding)')
     if new and not any(texts):
       raise ConfigError(f'data.patterns: the files matched by {pattern!r} are all empty')
     docs += [Document(p, t) for p, t in zip(new, texts) if t]

@@ -28,8 +28,8 @@ Parquet null in the text column is skipped, and a lone UTF-16 surrogate (valid
 JSON, "\\ud800", but no character) is replaced by U+FFFD (readers.py); the
 counts are in the manifest's `input` and the printed summary, with a warning
 on stderr. Only files prepare itself names are removed from --out (a unit's
-temporary shards, its own manifest's atomic-write leftovers); an empty input
-leaves no --out behind. A full disk is a one-line error (exit 1); the same
+temporary shards, its own manifest's atomic-write leftovers); an empty input,
+or one that leaves a split empty, leaves no --out behind. A full disk is a one-line error (exit 1); the same
 command, once there is room, resumes. Worker processes die with the command
 (a parent-death signal), killed or not.
 """
@@ -266,9 +266,10 @@ def prepare(src, out, tokenizer='byte', fmt='', text_field='text', workers=1, va
   try:
     _run(out, manifest, paths, args, tok_spec, workers, progress, notes)
     manifest.update(_totals(out, manifest, tok), input=notes.counts(), complete=True)
-  except ConfigError:
-    if not old and not manifest['units']:   # bad input before any unit: leave no trace
-      _remove_own(out, created, tok_files)
+  except ConfigError as e:
+    # Bad input before any unit, or a split left empty: nothing to resume, no trace.
+    if not old and (not manifest['units'] or isinstance(e, _EmptySplit)):
+      _remove_own(out, created, tok_files, manifest)
     raise
   finally:
     for name in os.listdir(out) if os.path.isdir(out) else ():
@@ -280,12 +281,19 @@ def prepare(src, out, tokenizer='byte', fmt='', text_field='text', workers=1, va
   return manifest
 
 
-def _remove_own(out, created, tok_files):
-  """Undoes the first write: --out itself where prepare made it, else its files."""
+class _EmptySplit(ConfigError):
+  """A split without a document once the whole input is written."""
+
+
+def _remove_own(out, created, tok_files, manifest):
+  """Undoes the first write: --out itself where prepare made it, else its
+  files (the manifest, the tokenizer and each unit's shards)."""
   if created:
     shutil.rmtree(out)
     return
-  for name in [prepared.MANIFEST, *tok_files]:
+  shards = [s['file'] for u in manifest['units'] for s in u['shards'].values()]
+  shards += [f.removesuffix('.array_record') + '.lengths.npy' for f in shards]
+  for name in [prepared.MANIFEST, *tok_files, *shards]:
     if os.path.exists(os.path.join(out, name)):
       os.remove(os.path.join(out, name))
 
@@ -302,6 +310,7 @@ def _run(out, manifest, paths, args, tok_spec, workers, progress, notes):
   task = lambda i, unit: (_write_unit, out, i, unit, tok_spec, manifest['dtype'],
                           args['val_fraction'], args['split_seed'])
   with contextlib.ExitStack() as stack:
+    stack.enter_context(_worker_deaths())
     pool = None
     if workers > 1:
       pool = stack.enter_context(worker_pool(workers))
@@ -336,6 +345,18 @@ def _run(out, manifest, paths, args, tok_spec, workers, progress, notes):
     bar.close()
 
 
+@contextlib.contextmanager
+def _worker_deaths():
+  """A worker killed (the OOM killer, kill -9) is a one-line RunError: the
+  units written so far stay in the manifest, and the same command resumes."""
+  try:
+    yield
+  except concurrent.futures.BrokenExecutor:   # BrokenProcessPool
+    raise RunError('a worker process died while writing a unit (killed? out of memory?); '
+                   'run the same command again to resume, with fewer --workers if memory '
+                   'ran out') from None
+
+
 def _bar(progress):
   if not progress:
     return None
@@ -350,7 +371,7 @@ def _totals(out, manifest, tok):
   for split in prepared.SPLITS:
     shards = [u['shards'][split] for u in manifest['units'] if split in u['shards']]
     if not shards:
-      raise ConfigError(f'--src: the {split} split is empty ({sum(u["docs"] for u in manifest["units"])}'
+      raise _EmptySplit(f'--src: the {split} split is empty ({sum(u["docs"] for u in manifest["units"])}'
                         ' documents in all); give more documents or another --val_fraction')
     splits[split] = dict(docs=sum(s['docs'] for s in shards),
                          tokens=sum(s['tokens'] for s in shards), shards=shards)

@@ -17,6 +17,7 @@ import glob
 import json
 import os
 import re
+import sys
 
 from moe_jax.errors import ConfigError
 
@@ -135,6 +136,9 @@ def json_lines(path, lines):
     except (ValueError, UnicodeDecodeError) as e:
       raise ConfigError(f'{where}: not a JSON line ({str(e).splitlines()[0]}); is the file '
                         'JSONL?') from None
+    except RecursionError:   # json's parser recurses once per level of [ or {
+      raise ConfigError(f'{where}: a JSON line nested deeper than the reader can follow '
+                        f'(Python\'s recursion limit, {sys.getrecursionlimit()})') from None
 
 
 def _jsonl_lines(path, lines, text_field, notes=None):

@@ -16,7 +16,7 @@ import numpy as np
 import safetensors.numpy
 
 from moe_jax import containment
-from moe_jax.errors import ConfigError
+from moe_jax.errors import ConfigError, RunError
 from moe_jax.workdir import files
 
 INDEX = 'model.safetensors.index.json'
@@ -118,6 +118,11 @@ def read_dir(path):
 
 
 def write_file(path, tensors):
-  """One model.safetensors (the metadata transformers checks for)."""
-  safetensors.numpy.save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, path,
-                              metadata={'format': 'pt'})
+  """One model.safetensors (the metadata transformers checks for); a write
+  that fails (a full disk) is a RunError naming the file, where safetensors
+  raises its own error, no OSError."""
+  try:
+    safetensors.numpy.save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, path,
+                                metadata={'format': 'pt'})
+  except safetensors.SafetensorError as e:
+    raise RunError(f'{path}: cannot write ({str(e).strip().splitlines()[0]})') from None

@@ -325,6 +325,11 @@ def main(argv=None):
   except ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  except OSError as e:   # a disk full or gone read-only while an output was written
+    outputs = [p for p in (getattr(args, 'out', None), getattr(args, 'plot', None)) if p]
+    print(f'error: {e.filename or " or ".join(outputs) or "an output"}: cannot write '
+          f'({e.strerror or e})', file=sys.stderr)
+    return 1
   sys.stdout.write(out if isinstance(out, str) else json.dumps(out, indent=1) + '\n')
   return 0
 

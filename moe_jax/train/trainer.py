@@ -214,6 +214,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   # written before all of them pass.
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
+  transition.check(config)
   files.check_dir_writable(workdir, 'workdir')
   containment.not_run_file(workdir, '--workdir')   # a run never starts inside another
   placement.initialize(config.mesh)

@@ -58,6 +58,12 @@ class Growth(NamedTuple):
   reports: list     # per source: its function-preservation report (none without batches)
 
 
+def check(config):
+  """The upcycle group's bounds: checked by every run, with no transition
+  set too, so what its config.json records is a config that could grow."""
+  config_group.check('upcycle', config.upcycle, upcycle_config.UpcycleConfig)
+
+
 def target_config(config, num_sources=1):
   """The config of the model grown from `num_sources` sources of `config`'s
   architecture (see configs/common.py:upcycle). Runs the recipe's `target`,
@@ -69,7 +75,7 @@ def target_config(config, num_sources=1):
         f'upcycle.recipe={up.recipe} grows several sources (python -m moe_jax.upcycle '
         '--src=A,B[,...])' if spec.sources == 'several' else
         f'upcycle.recipe={up.recipe} grows one source; got {num_sources}')
-  config_group.check('upcycle', up, upcycle_config.UpcycleConfig)
+  check(config)
   args = _args(up, num_sources)
   for key, value in args.items():
     if isinstance(value, float) and not math.isfinite(value):

@@ -7,15 +7,10 @@ upcycle group's recipe keys by upcycle/transition.py: both sit above workdir/.
 import os
 
 from moe_jax import config_group
-from moe_jax.data import config as data_config
 from moe_jax.errors import ConfigError
-from moe_jax.models import config as model_config
-from moe_jax.workdir import config as workdir_config, placement
+from moe_jax.workdir import config_types, placement
 
-# (group, its dataclass); '' is the top level.
-GROUPS = (('', workdir_config.RunConfig), ('model', model_config.ModelConfig),
-          ('moe', model_config.MoEConfig), ('data', data_config.DataConfig),
-          ('ckpt', workdir_config.CkptConfig), ('mesh', workdir_config.MeshConfig))
+GROUPS = config_types.GROUPS
 
 
 def check_run(config):

@@ -1,4 +1,9 @@
-"""Is a JAX coordinator listening at HOST:PORT? Asked before joining it.
+"""Is a JAX coordinator listening at HOST:PORT? Asked before joining it; and
+is its port free? Asked by process 0 before it starts one.
+
+Process 0's `jax.distributed.initialize` starts the coordination service on
+the port (every interface); where another program holds it, the process dies
+of a segmentation fault inside XLA, with no word of why (`check_free`).
 
 `jax.distributed.initialize` of a process other than 0 connects to process
 0's coordination service (gRPC) and, where something else listens on that
@@ -54,3 +59,19 @@ def check(address, answer_s=ANSWER_S, connect_s=CONNECT_S):
     raise RunError(f'coordinator {address}: something listens there but is not a JAX '
                    f'coordinator (no gRPC answer in {answer_s:g} s); is the port another '
                    "program's, or process 0 of another run?")
+
+
+def check_free(address):
+  """Returns where this machine can listen on `address`'s port (on every
+  interface, as JAX's coordination service does); a RunError naming the port
+  where another program holds it."""
+  _, port = _split(address)
+  family, host = (socket.AF_INET6, '::') if socket.has_dualstack_ipv6() else (socket.AF_INET, '')
+  with socket.socket(family, socket.SOCK_STREAM) as s:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # TIME_WAIT is no holder
+    try:
+      s.bind((host, port))
+    except OSError as e:
+      raise RunError(f'coordinator {address}: process 0 cannot listen on port {port} ({e.strerror}'
+                     '); another program holds it: free it or choose another '
+                     'mesh.coordinator_address') from None

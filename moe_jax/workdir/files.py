@@ -21,6 +21,7 @@ from moe_jax.atomic import write_text
 from moe_jax.data import sources
 from moe_jax.errors import ConfigError
 from moe_jax.json_file import read_json  # pylint: disable=unused-import (files.read_json)
+from moe_jax.workdir import config_types
 
 CONFIG = 'config.json'
 RUN = 'run.json'
@@ -125,8 +126,11 @@ def upgrade(record):
 
 
 def read_config_record(path):
-  """A run's config.json as a dict (json_file.read_config), upgraded."""
-  return upgrade(json_file.read_config(path))
+  """A run's config.json as a dict (json_file.read_config), upgraded, each
+  key there and of its type (config_types: a hand edit is named at load)."""
+  record = upgrade(json_file.read_config(path))
+  config_types.check(record, path)
+  return record
 
 
 def read_config(workdir):

@@ -53,7 +53,8 @@ def initialize(mesh_cfg):
   devices of several processes talk through gloo, which has to be chosen
   before the CPU backend starts. A process other than 0 first asks whether a
   coordinator listens at the address (coordinator.check: a one-line error
-  within coordinator.ANSWER_S seconds where another program does).
+  within coordinator.ANSWER_S seconds where another program does); process 0
+  whether the port is free (coordinator.check_free: JAX segfaults where not).
   """
   address = mesh_cfg.coordinator_address
   count, index = mesh_cfg.num_processes, mesh_cfg.process_id
@@ -69,6 +70,8 @@ def initialize(mesh_cfg):
                       'num_processes')
   if jax.distributed.is_initialized():   # a notebook's second run
     return
+  if explicit and index == 0:
+    coordinator.check_free(address)
   platforms = jax.config.jax_platforms or ''
   if (count > 1 or not explicit) and (not platforms or 'cpu' in platforms.split(',')):
     jax.config.update('jax_cpu_collectives_implementation', 'gloo')

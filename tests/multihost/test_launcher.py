@@ -64,8 +64,7 @@ def test_a_signal_to_the_launcher_reaches_every_process_once():
   ready = 0
   while ready < 2:
     ready += launcher.stdout.readline().endswith('ready\n')
-  launcher.send_signal(signal.SIGTERM)
-  launcher.send_signal(signal.SIGTERM)
+  launcher.send_signal(signal.SIGTERM)   # a second would be SIGKILL (test_process_lifetimes)
   out, _ = launcher.communicate(timeout=60)
   assert launcher.returncode == 0
   assert sorted(out.splitlines()) == ['[0] terms 1', '[1] terms 1']

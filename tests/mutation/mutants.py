@@ -74,7 +74,7 @@ MUTANTS = [
            'moe_jax/data/sources/text_files.py', "keys = ('data.patterns', 'data.encoding')",
            "keys = ('data.patterns',)", _STREAM),
     Mutant('output_file_follows_link', 'containment follows a dangling link: output_file',
-           'moe_jax/workdir/containment.py', 'if os.path.lexists(resolved) and not overwrite:',
+           'moe_jax/containment.py', 'if os.path.lexists(resolved) and not overwrite:',
            'if os.path.exists(resolved) and not overwrite:', _LINKS),
     Mutant('staging_follows_link', 'containment follows a dangling link: a staged --dst',
            'moe_jax/workdir/staging.py', 'if os.path.lexists(dst) and not overwrite:',

@@ -185,6 +185,11 @@ ROWS = [
           r'upcycle.report_batches=-1'),
     param('upcycle_utility_batches', f'{NEW} {GROW} --config.upcycle.utility_batches=-1',
           r'upcycle.utility_batches=-1'),
+    # Checked with no transition set too: config.json records nothing out of bounds.
+    param('upcycle_factor_one_without_a_transition', f'{NEW} --config.upcycle.factor=1',
+          r'upcycle.factor=1 must be an integer >= 2'),
+    param('upcycle_seed_negative_without_a_transition', f'{NEW} --config.upcycle.seed=-1',
+          r'upcycle.seed=-1 must be a non-negative integer'),
     # Data.
     param('text_files_without_patterns', f'{NEW} --config.data.source=text_files',
           r'data.patterns is empty'),
@@ -201,6 +206,10 @@ ROWS = [
     param('encoding_wrong_for_a_file', f'{NEW} --config.data.source=text_files '
           '--config.data.patterns={tmp}/corpus/*.txt --config.data.encoding=utf-8',
           r'b.txt: not valid utf-8', _texts('a.txt', 'ok', 'b.txt', 'caf\xe9'.encode('latin-1'))),
+    param('a_file_of_nul_bytes', f'{NEW} --config.data.source=text_files '
+          '--config.data.patterns={tmp}/corpus/*.txt',
+          r'data.patterns: .*/corpus/b.txt holds NUL characters \(the first at 0\): not text',
+          _texts('a.txt', 'ok', 'b.txt', bytes(4096), 'c.txt', 'fine')),
     param('one_document', f'{NEW} --config.data.source=text_files '
           '--config.data.patterns={tmp}/corpus/*.txt', r'at least 2', _texts('a.txt', 'only')),
     param('val_fraction', f'{NEW} --config.data.val_fraction=1.5', r'data.val_fraction=1.5'),

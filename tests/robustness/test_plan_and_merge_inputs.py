@@ -2,10 +2,13 @@
 itself (the same path, a link to it, its workdir beside its newest step):
 one `error:` line, exit 2, nothing written."""
 import os
+import types
 
 import pytest
 
-from tests.robustness import rows
+from moe_jax.errors import ConfigError
+from moe_jax.upcycle import sources
+from tests.robustness import rows, tiny_config
 from tests.robustness.rows import param
 
 _MERGE = '--config={configs}/upcycle/merge.py --dst={tmp}/merged --src='
@@ -26,3 +29,23 @@ ROWS = [
 @pytest.mark.parametrize('row', ROWS)
 def test_refuses_bad_input(cli, trained, tmp_path, row):
   rows.check(cli, row.module, row, tmp_path, trained)
+
+
+
+def _source(tmp_path, **model):
+  config = tiny_config.get_config()
+  config.model.update(dict(vocab_size=256, **model))   # as a run's config.json holds it
+  return types.SimpleNamespace(config=config, ckpt=str(tmp_path / 'ckpt'), workdir=str(tmp_path))
+
+
+@pytest.mark.parametrize('key, value', [('cross_entropy', 'fused'), ('remat', 'full'),
+                                        ('loss_chunk', 64), ('attention', 'blocked')])
+def test_merge_allows_sources_that_differ_in_how_they_compute(tmp_path, key, value):
+  """A numerics or memory choice is not an architecture: two runs that differ
+  in it merge (the merged model takes --src 0's)."""
+  sources.check_same_architecture([_source(tmp_path), _source(tmp_path, **{key: value})])
+
+
+def test_merge_still_refuses_another_architecture(tmp_path):
+  with pytest.raises(ConfigError, match=r"model.norm_position='post' there, 'pre' in --src 0"):
+    sources.check_same_architecture([_source(tmp_path), _source(tmp_path, norm_position='post')])

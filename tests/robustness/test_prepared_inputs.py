@@ -5,6 +5,7 @@ a workdir trained on a prepared BPE corpus outlives the corpus directory."""
 import json
 import os
 import shutil
+import signal
 
 import numpy as np
 import pyarrow
@@ -128,6 +129,16 @@ def test_empty_input_into_an_empty_directory_leaves_it_empty(tmp_path):
   assert os.listdir(tmp_path / 'out') == []
 
 
+@pytest.mark.parametrize('out_exists', [False, True], ids=['new_out', 'empty_out'])
+def test_a_split_left_empty_leaves_no_out_behind(tmp_path, out_exists):
+  write_jsonl(tmp_path / 'a.jsonl', texts(1))   # one document: the validation split is empty
+  if out_exists:
+    (tmp_path / 'out').mkdir()
+  with pytest.raises(ConfigError, match=r'the validation split is empty \(1 documents'):
+    prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'out'), val_fraction=0.01)
+  assert os.listdir(tmp_path / 'out') == [] if out_exists else not os.path.exists(tmp_path / 'out')
+
+
 def test_resume_removes_only_its_own_temporary_files(tmp_path):
   write_jsonl(tmp_path / 'a.jsonl', texts(60))
   out = tmp_path / 'out'
@@ -172,3 +183,32 @@ def test_a_full_disk_is_one_line_and_the_same_command_resumes(tmp_path, small_fi
   manifest = prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'out'), val_fraction=0.2,
                              shard_mb=0.005)
   assert manifest['complete'] and len(manifest['units']) > done
+
+
+def test_a_json_line_nested_too_deep_is_an_error_naming_it(tmp_path):
+  depth = 100_000
+  (tmp_path / 'a.jsonl').write_text('{"text": "a"}\n' + '{"text": "b", "x": ' + '[' * depth +
+                                    ']' * depth + '}\n')
+  with pytest.raises(ConfigError, match=r'a.jsonl:2: a JSON line nested deeper than the reader '
+                     r'can follow'):
+    prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'out'))
+  assert not os.path.exists(tmp_path / 'out')
+
+
+def _killed(*_):
+  """A unit's writer that dies as the OOM killer kills (imported by the worker)."""
+  os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_killed_worker_is_an_error_and_the_same_command_resumes(tmp_path, monkeypatch):
+  write_jsonl(tmp_path / 'a.jsonl', texts(60))
+  monkeypatch.setattr(prepare, '_write_unit', _killed)
+  with pytest.raises(RunError, match=r'^a worker process died while writing a unit .* run the '
+                     'same command again to resume'):
+    prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'out'), workers=2, val_fraction=0.2,
+                    shard_mb=0.001)
+  monkeypatch.undo()
+  manifest = prepare.prepare(f'{tmp_path}/a.jsonl', str(tmp_path / 'out'), workers=2,
+                             val_fraction=0.2, shard_mb=0.001)
+  assert manifest['complete'] and manifest['splits']['train']['docs'] + manifest['splits'][
+      'validation']['docs'] == 60

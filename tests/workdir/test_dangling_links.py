@@ -6,8 +6,9 @@ import os
 
 import pytest
 
+from moe_jax import containment
 from moe_jax.errors import ConfigError
-from moe_jax.workdir import containment, files, staging
+from moe_jax.workdir import files, staging
 
 
 @pytest.fixture

@@ -1,10 +1,12 @@
 """workdir/placement.py's reading of the launcher's MOE_JAX_* variables
 (moe_jax/multiprocess.py sets them): one parse for process_count and
 initialize, a bad value a one-line ConfigError naming the variable."""
+import socket
+
 import pytest
 
 from configs import common
-from moe_jax.errors import ConfigError
+from moe_jax.errors import ConfigError, RunError
 from moe_jax.workdir import placement
 
 
@@ -41,3 +43,18 @@ def test_initialize_checks_the_launcher_values_before_joining(env):
   with pytest.raises(ConfigError, match=r"coordinator_address='localhost:1234', "
                      r'mesh.num_processes=2, mesh.process_id=5'):
     placement.initialize(common.mesh())
+
+
+def test_process_0_refuses_a_coordinator_port_another_program_holds(env, monkeypatch):
+  def initialize(*_):   # where JAX segfaults
+    raise AssertionError('jax.distributed.initialize was called')
+  monkeypatch.setattr(placement.jax.distributed, 'initialize', initialize)
+  monkeypatch.setattr(placement.jax.config, 'update', lambda *_: None)   # no gloo here
+  with socket.socket() as held:
+    held.bind(('localhost', 0))
+    held.listen()
+    port = held.getsockname()[1]
+    env(address=f'localhost:{port}', count='2', index='0')
+    with pytest.raises(RunError, match=f'^coordinator localhost:{port}: process 0 cannot '
+                       f'listen on port {port} .*another program holds it'):
+      placement.initialize(common.mesh())
