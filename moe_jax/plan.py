@@ -26,7 +26,7 @@ import sys
 
 from absl import flags
 
-from moe_jax import cli
+from moe_jax import cli, model_name
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import laws, plan
 from moe_jax.upcycle import options
@@ -83,7 +83,7 @@ def build(ckpt, budget, law=(), experts='8', top_k=2, factors='2,4', measured=()
             if all(t['model'].get(k) == model.get(k) for k in _SAME
                    if k in t['model'] and k in model)]
     if not same:
-      raise ConfigError(f'--measured={workdir}: its model ({plan.describe(model)}, '
+      raise ConfigError(f'--measured={workdir}: its model ({model_name.describe(model)}, '
                         f'{model["params"]} params) is none of the options')
     for t in same:
       t['seconds_per_step'] = seconds

@@ -13,6 +13,7 @@ _PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 # (main.py, evaluate.py, cli.py, ...) and train/ sit on top and are free.
 ALLOWED = {
     'errors': set(),
+    'model_name': set(),
     'atomic': set(),
     'containment': {'errors'},
     'json_file': {'errors'},
@@ -24,13 +25,13 @@ ALLOWED = {
     'models': {'errors', 'config_group', 'kernels', 'sharding', 'parallel', 'registry'},
     'data': {'errors', 'atomic', 'containment', 'config_group', 'registry'},
     'workdir': {'errors', 'atomic', 'containment', 'json_file', 'config_group', 'sharding',
-                'models', 'data'},
+                'models', 'data', 'model_name'},
     'upcycle': {'errors', 'atomic', 'containment', 'config_group', 'registry', 'sharding',
                 'models', 'data', 'workdir'},
     'eval': {'errors', 'atomic', 'containment', 'sharding', 'models', 'data', 'workdir', 'upcycle'},
     'interop': {'errors', 'atomic', 'containment', 'sharding', 'models', 'data', 'workdir',
                 'upcycle'},
-    'scaling_laws': {'errors', 'atomic', 'containment', 'json_file'},
+    'scaling_laws': {'errors', 'atomic', 'containment', 'json_file', 'model_name'},
 }
 
 

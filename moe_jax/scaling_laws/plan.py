@@ -45,9 +45,9 @@ import numpy as np
 from scipy import optimize
 
 from moe_jax.errors import ConfigError
+from moe_jax.model_name import describe
 from moe_jax.scaling_laws import cost
 from moe_jax.scaling_laws import laws as laws_lib
-from moe_jax.workdir import lineage_table
 
 # Seed 000 Table 3(b): CPT / pre-training tokens -> gap closure eta (10-layer
 # interleaved MoE, 32 -> 64 experts, tau = 50K steps; CPT 5K ... 51K steps).
@@ -79,10 +79,6 @@ def parse_budget(text):
   if not np.isfinite(value) or value <= 0:
     raise ConfigError(f'--budget={text!r} must be > 0')
   return Budget(value, m.group(2))
-
-
-def describe(model):
-  return lineage_table.describe(model)
 
 
 def _eta(fraction):

@@ -4,6 +4,7 @@ wrong config is caught before it has cost an hour."""
 import os
 
 from moe_jax import xla_flags
+from moe_jax.model_name import describe
 from moe_jax.workdir import lineage_table
 
 # The first word of each line, so a reader can tell them from the rest.
@@ -11,7 +12,7 @@ LABELS = ('model', 'grows', 'tokens', 'devices', 'memory', 'steps', 'writes')
 
 
 def _model(summary):
-  return (f'{lineage_table.describe(summary)}, {lineage_table.num(summary["params"])} params '
+  return (f'{describe(summary)}, {lineage_table.num(summary["params"])} params '
           f'({lineage_table.num(summary["params_active"])} active)')
 
 

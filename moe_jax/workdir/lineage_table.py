@@ -5,24 +5,8 @@ metrics.jsonl for their last val_loss; JSON only (no JAX).
   table = lineage_table.rows(record, step)
   print(lineage_table.chain(table)); lineage_table.markdown(record, step)
 """
+from moe_jax.model_name import describe
 from moe_jax.workdir import files
-
-
-def describe(model):
-  """'dense' or 'MoE 8x top-2', and for a fine-grained MoE (experts narrower
-  than the dense MLP) or one with shared experts, 'MoE 32x top-8 (d_ff 64,
-  4 shared)'. Records written before run_record kept those fields say neither."""
-  if not model:
-    return 'unknown'
-  if not model['num_experts']:
-    return 'dense'
-  extra = []
-  if model.get('expert_d_ff') and model['expert_d_ff'] != model.get('d_ff'):
-    extra.append(f'd_ff {model["expert_d_ff"]}')
-  if model.get('num_shared_experts'):
-    extra.append(f'{model["num_shared_experts"]} shared')
-  return (f'MoE {model["num_experts"]}x top-{model["top_k"]}'
-          + (f' ({", ".join(extra)})' if extra else ''))
 
 
 def _how(s):

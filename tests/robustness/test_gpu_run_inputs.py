@@ -32,21 +32,23 @@ def test_refuses_an_out_it_cannot_use(tmp_path, capsys, case, pattern):
   (tmp_path / 'full').mkdir()
   (tmp_path / 'full' / 'x').write_text('kept')
   out = {'a_file': 'f', 'under_a_file': 'f/sub', 'not_empty': 'full'}[case]
-  code, err = _error(capsys, lambda: run.main([f'--out={tmp_path}/{out}', '--dry_run']))
+  code, err = _error(capsys,
+                     lambda: run.main(['--call=B', f'--out={tmp_path}/{out}', '--dry_run']))
   assert code == 2 and len(err.splitlines()) == 1, err
   assert err.startswith('error: ') and re.search(pattern, err), err
   assert sorted(os.listdir(tmp_path)) == ['f', 'full'] and (tmp_path / 'f').read_text() == 'kept'
 
 
 def test_refuses_an_out_under_a_read_only_folder(read_only_dir, capsys):
-  code, err = _error(capsys, lambda: run.main([f'--out={read_only_dir}/new', '--dry_run']))
+  code, err = _error(capsys,
+                     lambda: run.main(['--call=B', f'--out={read_only_dir}/new', '--dry_run']))
   assert code == 2 and err.startswith(f'error: --out={read_only_dir}/new: cannot write there')
   assert len(err.splitlines()) == 1 and not os.path.exists(f'{read_only_dir}/new')
 
 
 @pytest.mark.parametrize('argv, message', [
-    ([], 'error: the following arguments are required: --out'),
-    (['--out=x', '--bogus'], 'error: unrecognized arguments: --bogus'),
+    ([], 'error: the following arguments are required: --call, --out'),
+    (['--call=B', '--out=x', '--bogus'], 'error: unrecognized arguments: --bogus'),
 ])
 def test_argparse_errors_are_one_error_line(capsys, argv, message):
   code, err = _error(capsys, lambda: run.main(argv))
@@ -63,7 +65,7 @@ def _children(pid):
 
 def test_ctrl_c_is_one_line_and_no_traceback(tmp_path):
   proc = subprocess.Popen([sys.executable, '-m', 'experiments.gpu.run', f'--out={tmp_path}/o',
-                           '--dry_run', '--steps=workflow'], cwd=harness.REPO,
+                           '--dry_run', '--call=B'], cwd=harness.REPO,
                           env=harness.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
   try:

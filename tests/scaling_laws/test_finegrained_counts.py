@@ -5,9 +5,9 @@ import json
 
 from configs import common
 from configs.upcycle import finegrained as finegrained_config
-from moe_jax import plan as plan_cli
+from moe_jax import model_name, plan as plan_cli
 from moe_jax.upcycle import transition
-from moe_jax.workdir import lineage_table, run_record
+from moe_jax.workdir import run_record
 from tests import flag_main
 from tests.scaling_laws.test_plan import _workdir
 
@@ -67,4 +67,4 @@ def test_the_planner_offers_finegrained_and_shared_options(tmp_path, capsys):
   # The planner's targets have no selection bias (as its sparse_Ex ones).
   assert model == run_record.summary(_fine('experts=2,top_k=1,granularity=4,shared,bias=False'))
   assert options['scratch_2x_g4_shared']['model'] == model
-  assert lineage_table.describe(model) == 'MoE 8x top-4 (d_ff 4, 4 shared)'
+  assert model_name.describe(model) == 'MoE 8x top-4 (d_ff 4, 4 shared)'
