@@ -68,6 +68,13 @@ class _Interrupts:
       signal.signal(sig, handler)
 
 
+def _say(message):
+  """A line above the progress bar, before a phase that can be silent for a
+  minute (a compile), so a log attributes the time."""
+  if jax.process_index() == 0:
+    tqdm.tqdm.write(message, file=sys.stderr)
+
+
 def _check_finite(pending, last_saved):
   """Raises at the first step whose loss, gradient or updated params are not finite."""
   kept = (f'the last checkpoint before it (step {last_saved}) is kept' if last_saved is not None
@@ -282,10 +289,14 @@ def train_and_evaluate(config, workdir, stop_at=None):
     """The transition at tau: the grown program and state, the lineage with
     the in-run stage, and upcycle/* metrics."""
     up = config.upcycle
+    began = time.perf_counter()
+    say = lambda message: _say(f'transition at step {tau} (+{time.perf_counter() - began:.1f} '
+                               f's): {message}')
     batches = _peek(config, tokenizer, train_it, transition.batches_needed(config))
     report_batches = (val_batches or pipeline.eval_batches(config, tokenizer))
     program, state, report, recipe = program_lib.upcycle(
-        program, dst_config, state, mesh, batches, report_batches[:up.report_batches])
+        program, dst_config, state, mesh, batches, report_batches[:up.report_batches], say)
+    say('done; the grown model\'s train step compiles at its first step')
     grown = transition.grow_lineage(
         history, tau, config, recipe, report, workdir=workdir, start_step=tau, how='in_run',
         parent=dict(workdir=os.path.abspath(workdir), step=tau),
@@ -342,6 +353,10 @@ def train_and_evaluate(config, workdir, stop_at=None):
         writer.write(done, last)
         bar.set_postfix(loss=f'{last["loss"]:.3f}', **(
             {'val': f'{last["val_loss"]:.3f}'} if 'val_loss' in last else {}))
+      if interrupts.requested and jax.process_count() == 1:
+        # A signal during this step's evaluation or transition: stop before
+        # the next step, whose program may still have to compile.
+        stop = ckpt = True
       if ckpt:
         save(done)
         last_saved = done
