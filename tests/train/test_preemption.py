@@ -1,5 +1,6 @@
 """SIGTERM saves a checkpoint at the current step and exits cleanly; the next
 run resumes from it."""
+import json
 import os
 import subprocess
 import sys
@@ -38,3 +39,48 @@ def test_sigterm_saves_and_exits_cleanly(tmp_path):
           in proc.stderr.splitlines())
   # And it said what it was about to do when it started.
   assert 'steps    0 -> 6' in proc.stderr and f'writes   {workdir}: checkpoints/' in proc.stderr
+
+
+# Sends itself SIGTERM as the transition at tau = 3 begins, and lists what
+# compiles from then on.
+_TERM_AT_THE_TRANSITION = '''
+import json, os, signal
+import ml_collections
+from moe_jax.train import program, trainer
+from tests import compiles
+from tests.train import tiny
+upcycle, after = program.upcycle, []
+def term_then_upcycle(*args):
+  os.kill(os.getpid(), signal.SIGTERM)
+  recording = compiles.recorded()
+  after.append((recording, recording.__enter__()))
+  return upcycle(*args)
+program.upcycle = term_then_upcycle
+c = tiny.config(**{'eval_every_steps': 0, 'checkpoint_every_steps': 0})
+c.upcycle.update(step=3, recipe='expand_experts', factor=2)
+c.upcycle.args = ml_collections.ConfigDict(dict(delta=0.0))
+trainer.train_and_evaluate(c, WORKDIR)
+after[0][0].__exit__(None, None, None)
+print(json.dumps(after[0][1]))
+'''
+
+
+def test_sigterm_during_the_transition_saves_the_grown_model_before_its_step_compiles(tmp_path):
+  """The work left after a signal at the transition is the transition's own
+  programs and the save: the grown model's train step (the longest compile
+  of a run, 59 s on CPU at the GPU workflow's size) is not waited for."""
+  workdir = str(tmp_path / 'run')
+  env = dict(os.environ, PYTHONPATH=_REPO)
+  script = _TERM_AT_THE_TRANSITION.replace('WORKDIR', repr(workdir))
+  proc = subprocess.run([sys.executable, '-c', script], cwd=_REPO, env=env, capture_output=True,
+                        text=True, check=False)
+  assert proc.returncode == 0, proc.stderr
+  compiled = json.loads(proc.stdout.splitlines()[-1])
+  # Without scan_layers nothing changes layout: growth, report, moments; the
+  # save adds Orbax's slices of leaves replicated over the 8 test devices.
+  assert [n for n in compiled if n != 'slice'] == ['transform', 'compare', 'grown_state'], compiled
+  steps = sorted(int(d) for d in os.listdir(os.path.join(workdir, 'checkpoints')) if d.isdigit())
+  assert steps == [3]
+  assert (f'saved checkpoint 3 in {workdir}/checkpoints; the same command resumes from it'
+          in proc.stderr.splitlines())
+  assert 'transition at step 3' in proc.stderr   # each phase said before it ran
