@@ -116,7 +116,8 @@ def evaluate(program, params, batches):
   return validation.mean_loss(program.eval_step, params, batches, program.batch_sharding)
 
 
-def upcycle(program, dst_config, state, mesh, batches=(), report_batches=()):
+def upcycle(program, dst_config, state, mesh, batches=(), report_batches=(),
+            say=lambda message: None):
   """The in-run transition at the current step (seed 000's upcycle at tau):
   transition.grow of the one in-memory source with the training `batches` its
   recipe reads (transition.batches_needed).
@@ -124,19 +125,37 @@ def upcycle(program, dst_config, state, mesh, batches=(), report_batches=()):
   Returns the target Program, the grown state (params by the recipe, the
   optimizer state by its policy), the function-preservation report ({}
   without `report_batches`) and the recipe. The transition reads and writes
-  the checkpoint layout.
+  the checkpoint layout. `say(message)` hears each phase that compiles before
+  it starts.
+
+  Its programs, each compiled once (tests/train/test_transition_compiles.py
+  holds the list): the old state into the checkpoint layout (`unstack`,
+  under scan_layers), the recipe's rules (`transform`), the preservation
+  report's two forwards (`compare`, with report batches), and the optimizer
+  state by its policy together with the grown state's train layout
+  (`grown_state`); a recipe's `prepare` may add its own (utility, on
+  batches). No eager op runs between them: each would compile a program.
   """
+  if program.model.cfg.scan_layers:
+    say('the train state into the checkpoint layout')
   new = build(dst_config, mesh, start_step=int(state.step))
   old, target = program.to_checkpoint(state), new.checkpoint_state
   growth = transition.grow(program.config, dst_config,
                            [recipes.Input(program.config, old.params, tuple(batches))],
                            [report_batches] if report_batches else None,
-                           _shardings(target.params))
-  opt_state = jax.jit(
-      lambda o: mapping.map_opt_state(growth.recipe, o, target.opt_state, target.params,
-                                      growth.recipe.opt_policy),
-      out_shardings=_shardings(target.opt_state))(old.opt_state)
-  grown = new.to_train(state_lib.TrainState(state.step, growth.params, opt_state))
+                           _shardings(target.params), say)
+  stack = functools.partial(stacking.stack, cfg=new.model.cfg)
+
+  def grown_state(step_, params, opt_state):
+    # The moments by the recipe's rules and the layout the grown step trains,
+    # in one program: the stacked state is all the trainer keeps.
+    opt_state = mapping.map_opt_state(growth.recipe, opt_state, target.opt_state, target.params,
+                                      growth.recipe.opt_policy)
+    return stack(state_lib.TrainState(step_, params, opt_state))
+
+  say(f'the optimizer state by {growth.recipe.opt_policy!r} and the grown train layout')
+  grown = placement.on_mesh(mesh, jax.jit(grown_state, out_shardings=new.state_shardings))(
+      state.step, growth.params, old.opt_state)
   return new, grown, (growth.reports or [{}])[0], growth.recipe
 
 

@@ -11,6 +11,7 @@ resumed; the damaged step is moved aside to `checkpoints/STEP.corrupt`.
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any, NamedTuple
 
@@ -34,16 +35,42 @@ from moe_jax.workdir import checkpoint, config_check, files, lineage, placement,
 class _Interrupts:
   """SIGTERM (preemption) and a first SIGINT (Ctrl-C) set a flag: the loop
   saves and returns at the end of the step. A second SIGINT stops at once
-  (KeyboardInterrupt; the newest complete checkpoint stays)."""
+  (KeyboardInterrupt; the newest complete checkpoint stays).
+
+  A handler runs only when the main thread runs Python, so a SIGTERM during
+  a compile (a minute for a large model's step) waits for it. When nothing
+  is unsaved there is nothing to wait for: while `holds` names what the
+  in-memory state equals (a complete checkpoint, or the run's seeded start,
+  which a rerun makes again), a thread that hears the signal at once (through
+  signal.set_wakeup_fd) ends the process there. One process only: several
+  stop together at a step (`agreed`)."""
 
   def __init__(self):
     self.requested = False
-    self._previous = {}
+    self.holds = None
+    self._previous, self._wakeup = {}, None
     for sig in (signal.SIGTERM, signal.SIGINT):
       try:
         self._previous[sig] = signal.signal(sig, self._handle)
       except ValueError:  # not the main thread (a notebook worker): no handler
         pass
+    if self._previous and jax.process_count() == 1:
+      read, write = os.pipe()
+      os.set_blocking(write, False)
+      self._wakeup = (signal.set_wakeup_fd(write, warn_on_full_buffer=False), read, write)
+      threading.Thread(target=self._watch, args=(read,), daemon=True).start()
+
+  def _watch(self, read):
+    while True:
+      heard = os.read(read, 64)
+      if self._wakeup is None:   # restore() woke it to end
+        os.close(read)
+        return
+      holds = self.holds
+      if signal.SIGTERM in heard and holds:
+        print(f'\nSIGTERM: {holds} holds this state, nothing to save; stopping now',
+              file=sys.stderr, flush=True)
+        os._exit(0)   # pylint: disable=protected-access
 
   def _handle(self, signum, _):
     if signum == signal.SIGINT:
@@ -64,8 +91,21 @@ class _Interrupts:
     return bool(np.max(multihost_utils.process_allgather(np.int32(self.requested))))
 
   def restore(self):
+    self.holds = None
+    if self._wakeup:
+      (previous, _, write), self._wakeup = self._wakeup, None
+      signal.set_wakeup_fd(previous)
+      os.write(write, b'\0')
+      os.close(write)
     for sig, handler in self._previous.items():
       signal.signal(sig, handler)
+
+
+def _say(message):
+  """A line above the progress bar, before a phase that can be silent for a
+  minute (a compile), so a log attributes the time."""
+  if jax.process_index() == 0:
+    tqdm.tqdm.write(message, file=sys.stderr)
 
 
 def _check_finite(pending, last_saved):
@@ -286,10 +326,15 @@ def train_and_evaluate(config, workdir, stop_at=None):
     """The transition at tau: the grown program and state, the lineage with
     the in-run stage, and upcycle/* metrics."""
     up = config.upcycle
+    began = time.perf_counter()
+    say = lambda message: _say(f'transition at step {tau} (+{time.perf_counter() - began:.1f} '
+                               f's): {message}')
     batches = _peek(config, tokenizer, train_it, transition.batches_needed(config))
     report_batches = (val_batches or pipeline.eval_batches(config, tokenizer))
     program, state, report, recipe = program_lib.upcycle(
-        program, dst_config, state, mesh, batches, report_batches[:up.report_batches])
+        program, dst_config, state, mesh, batches, report_batches[:up.report_batches], say)
+    interrupts.holds = None   # grown, and its lineage about to be written
+    say('done; the grown model\'s train step compiles at its first step')
     grown = transition.grow_lineage(
         history, tau, config, recipe, report, workdir=workdir, start_step=tau, how='in_run',
         parent=dict(workdir=os.path.abspath(workdir), step=tau),
@@ -301,6 +346,9 @@ def train_and_evaluate(config, workdir, stop_at=None):
       _write_json(workdir, name, record)
     return program, state, grown, {f'upcycle/{k}': v for k, v in report.items()}
 
+  interrupts.holds = (f'checkpoint {start}' if restored.state is not None else
+                      f'the run\'s start (seed {config.seed})' if not config.init_from else
+                      f'the run\'s start (init_from {config.init_from})')
   if restored.grow_first:
     program, state, history, grown_metrics = upcycle_now(program, state)
     writer.write(tau, grown_metrics)
@@ -312,7 +360,8 @@ def train_and_evaluate(config, workdir, stop_at=None):
                              disable=jax.process_index() != 0, dynamic_ncols=True)
     for i in bar:
       batch = placement.put_batch(next(train_it), program.batch_sharding)
-      state, step_metrics = program.train_step(state, batch)
+      state, step_metrics = program.train_step(state, batch)   # compiled in its first call
+      interrupts.holds = None
       done = i + 1
       pending.append((done, step_metrics))
       is_last, grow = done == config.total_steps, bool(tau) and done == tau
@@ -348,9 +397,15 @@ def train_and_evaluate(config, workdir, stop_at=None):
         writer.write(done, last)
         bar.set_postfix(loss=f'{last["loss"]:.3f}', **(
             {'val': f'{last["val_loss"]:.3f}'} if 'val_loss' in last else {}))
+      if interrupts.requested and jax.process_count() == 1:
+        # A signal during this step's evaluation or transition: stop before
+        # the next step, whose program may still have to compile.
+        stop = ckpt = True
       if ckpt:
         save(done)
         last_saved = done
+        if not (stop or config.ckpt.async_save):   # complete once save returns
+          interrupts.holds = f'checkpoint {done}'
       if stop:
         interrupted_at = done if interrupts.requested else None
         break

@@ -17,7 +17,6 @@ are jnp, and per-layer facts (replica slots, layer maps) are constants baked
 into the ops by the recipe. Each leaf gets its own rng, folded from the path,
 so a leaf's value does not depend on which other leaves exist.
 """
-import functools
 import zlib
 
 import jax
@@ -89,11 +88,16 @@ def transform(recipe, src_params, abstract_dst, rng, out_shardings=None, extra=N
 
   `out_shardings` is a tree like `abstract_dst` (or one sharding); without it
   jit places the outputs. The rules are checked while tracing, so a bad recipe
-  fails before any device work.
+  fails before any device work. `rng` is a key or an int seed, whose key is
+  made inside the program (jax.random.key outside a jit compiles two small
+  programs of its own).
   """
-  fn = functools.partial(map_tree, recipe.rules, abstract_dst=abstract_dst)
-  jitted = jax.jit(lambda s, r, e: fn(s, rng=r, extra=e), out_shardings=out_shardings)
-  return jitted(src_params, rng, extra)
+  def transform(src, rng, extra):
+    if not jax.dtypes.issubdtype(rng.dtype, jax.dtypes.prng_key):
+      rng = jax.random.key(rng)
+    return map_tree(recipe.rules, src, abstract_dst, rng=rng, extra=extra)
+
+  return jax.jit(transform, out_shardings=out_shardings)(src_params, rng, extra)
 
 
 def _mirrors(opt_state, dst_shapes):

@@ -108,11 +108,14 @@ def batches_needed(config, num_sources=1):
   return spec.batches({**spec.defaults, **_args(config.upcycle, num_sources)})
 
 
-def grow(config, dst_config, inputs, report_batches=None, out_shardings=None):
+def grow(config, dst_config, inputs, report_batches=None, out_shardings=None,
+         say=lambda message: None):
   """The growth of `inputs` (recipes.Input per source, each with the
   batches_needed training batches) into `dst_config`'s model, jitted:
   prepare -> build -> transform, then each source's preservation report on
-  its `report_batches` (a list per source; None: no report)."""
+  its `report_batches` (a list per source; None: no report). `say(message)`
+  hears what starts before each phase that compiles, so a log attributes a
+  silent minute."""
   up = config.upcycle
   spec = recipes.get(up.recipe)
   args = _args(up, len(inputs))
@@ -122,14 +125,18 @@ def grow(config, dst_config, inputs, report_batches=None, out_shardings=None):
       raise ValueError(f'source {i} brought {len(source.batches)} training batches; '
                        f'recipe {up.recipe} reads {want}')
   if spec.prepare:
+    if want:
+      say(f'preparing {up.recipe} on {want} training batches per source')
     args = spec.prepare(inputs, {**spec.defaults, **args}, up.seed)
   recipe = recipes.build(up.recipe, config, dst_config, args)
   tree = (inputs[0].params if spec.sources == 'one' else
           {recipes.source_prefix(i): s.params for i, s in enumerate(inputs)})
-  params = mapping.transform(recipe, tree, abstract_params(dst_config),
-                             jax.random.key(up.seed), out_shardings)
+  say(f'growing the params by {up.recipe} (one program of its rules)')
+  params = mapping.transform(recipe, tree, abstract_params(dst_config), up.seed, out_shardings)
   reports = []
   for i, (source, batches) in enumerate(zip(inputs, report_batches or ())):
+    say(f'the function-preservation report on {len(batches)} batches (one program: the '
+        'forward before and after)')
     report = preservation_report(source.config, dst_config, source.params, params, batches)
     if spec.source_report:
       report.update(spec.source_report(dst_config, params, batches, i, recipe.args))

@@ -9,6 +9,7 @@ import pytest
 
 from moe_jax.errors import CorruptCheckpointError
 from moe_jax.workdir import digest
+from tests import compiles
 
 
 def _fmix(h):
@@ -66,6 +67,23 @@ def test_matches_the_numpy_reference_on_any_sharding(path):
       np.array([1.0, np.inf], np.float32), np.array([np.nan], ml_dtypes.bfloat16),
       np.array([1.0], ml_dtypes.bfloat16), np.arange(3))])]
   assert finite == [False, False, True, True]
+
+
+def test_on_device_compiles_once_per_leaf_signature_and_never_again():
+  """A GPU's save and restore: a state of many layers with few distinct
+  leaf shapes compiles one program per (shape, dtype) the first time, and a
+  second save of the same shapes (or the moments, or a restore) none."""
+  rng = np.random.default_rng(1)
+  layer = lambda: {'q': rng.standard_normal((6, 5)).astype(np.float32),
+                   'norm': rng.standard_normal((11,)).astype(np.float32)}
+  params = [jnp.asarray(v) for _ in range(5) for v in layer().values()]
+  moments = [jnp.asarray(v) for _ in range(5) for v in layer().values()]
+  with compiles.recorded() as first:
+    got = _hex(digest.on_device(params))
+  with compiles.recorded() as again:
+    _hex(digest.on_device(params)), _hex(digest.on_device(moments))
+  assert got == [_reference(x) for x in params]
+  assert first.count('_leaf') == 2 and again == []   # (6, 5) and (6,) float32
 
 
 def test_of_tree_names_every_leaf_by_its_path():
