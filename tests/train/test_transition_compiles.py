@@ -5,6 +5,7 @@ program_lib.upcycle's docstring, each with its reason."""
 import ml_collections
 import numpy as np
 
+from experiments.bench import mesh_step
 from moe_jax.train import program as program_lib
 from moe_jax.upcycle import transition
 from moe_jax.workdir import checkpoint, placement
@@ -20,14 +21,6 @@ _TRANSITION = [
 ]
 
 
-def _batch(c, rng):
-  tokens = rng.integers(1, c.model.vocab_size, (c.batch_size, c.seq_len + 1), dtype=np.int32)
-  shape = (c.batch_size, c.seq_len)
-  return dict(inputs=tokens[:, :-1], targets=tokens[:, 1:], loss_mask=np.ones(shape, np.float32),
-              segment_ids=np.ones(shape, np.int32),
-              positions=np.broadcast_to(np.arange(c.seq_len, dtype=np.int32), shape))
-
-
 def test_the_transition_compiles_its_programs_once_and_a_save_only_its_layout(tmp_path):
   c = tiny.config(**{'model.scan_layers': True, 'model.vocab_size': 64})
   c.upcycle.update(step=3, recipe='expand_experts', factor=2)
@@ -39,7 +32,7 @@ def test_the_transition_compiles_its_programs_once_and_a_save_only_its_layout(tm
   with compiles.recorded() as names:
     new, grown, report, _ = program_lib.upcycle(
         program, transition.target_config(c), state, mesh, (),
-        [_batch(c, np.random.default_rng(0))], say.append)
+        [mesh_step.synthetic_batch(c)], say.append)
   assert names == _TRANSITION and np.isfinite(report['loss_after'])
   assert len(say) == 4   # a line before each program that compiles
   manager = checkpoint.Manager(str(tmp_path / 'checkpoints'), async_save=False)
