@@ -4,7 +4,10 @@ claims file whose every number is resolved from a committed results file.
   python -m experiments.results_page --results=docs/claims.json
 
 prints the page's generated block (`--summary`: the README's one line per
-seed); `python -m experiments.check_docs` rebuilds and compares both. A claim in the claims file reads
+seed); `python -m experiments.check_docs` rebuilds and compares both. The
+file's entries are the seeds (`seed`, `paper`, `page`, `summary`, `claims`)
+and reference papers a study grades beside them, which carry a `title`
+(`title`). A claim in the claims file reads
 
   {"claim": what the paper says, "quantity": what we measured (its unit),
    "value": a source, "against": a second source (optional),
@@ -229,6 +232,12 @@ def rows(claims):
   return out
 
 
+def title(entry):
+  """'Seed 000', or a reference paper's own `title` (a claims entry that is no
+  seed: 'He et al., arXiv 2410.07524')."""
+  return entry.get('title') or f'Seed {entry["seed"]}'
+
+
 def from_results(path):
   """The generated block of docs/results.md from a claims file."""
   if not os.path.isfile(path):
@@ -236,7 +245,7 @@ def from_results(path):
   lines = []
   for seed, got in rows(files.read_json(path)):
     counts = {v: sum(1 for _, x, _, _ in got if x == v) for v in VERDICTS}
-    lines += [f'## Seed {seed["seed"]}: {seed["paper"]}', '',
+    lines += [f'## {title(seed)}: {seed["paper"]}', '',
               f'{seed["summary"]} ({", ".join(f"{n} {v}" for v, n in counts.items() if n)}; '
               f'the page: [{seed["page"]}]({seed["page"]}))', '',
               '| the paper says | our verdict | ours [95 % interval] | scale, seeds | where |',
@@ -258,7 +267,7 @@ def summary(path):
   lines = []
   for seed, got in rows(files.read_json(path)):
     counts = {v: sum(1 for _, x, _, _ in got if x == v) for v in VERDICTS}
-    lines.append(f'- Seed {seed["seed"]} ({seed["paper"]}): {seed["summary"]} '
+    lines.append(f'- {title(seed)} ({seed["paper"]}): {seed["summary"]} '
                  f'({", ".join(f"{n} {v}" for v, n in counts.items() if n)}).')
   return '\n'.join(lines) + '\n'
 

@@ -158,3 +158,13 @@ def test_the_readme_summary_must_be_generated(tmp_path):
   (tmp_path / 'README.md').write_text('# R\n\nIn five lines: all good.\n')
   assert check_docs.check(repo=repo) == [
       'README.md: no summary generated from docs/claims.json (experiments.results_page --summary)']
+
+
+def test_a_reference_paper_is_titled_by_its_own_name(tmp_path):
+  claims = _claim(supports=[-1, 1])
+  claims['seeds'][0].update(seed='2410.07524', title='He et al., arXiv 2410.07524')
+  (tmp_path / 'c.json').write_text(json.dumps(claims))
+  assert results_page.from_results(str(tmp_path / 'c.json')).startswith(
+      '## He et al., arXiv 2410.07524: p\n')
+  assert results_page.summary(str(tmp_path / 'c.json')).startswith(
+      '- He et al., arXiv 2410.07524 (p): s (1 agrees).')
