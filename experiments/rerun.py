@@ -23,7 +23,6 @@ import math
 import os
 import re
 import shutil
-import sys
 import tempfile
 
 from absl import flags

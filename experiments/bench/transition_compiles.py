@@ -7,10 +7,12 @@ XLA compile time, then the save of the grown state.
 tests/train/test_transition_compiles.py holds the same list at a tiny size.
 Random tokens stand in for the corpus (compiles do not depend on them).
 """
+import argparse
 import logging
+import os
+import sys
 import time
 
-from absl import app, flags
 import jax
 
 from experiments.bench import mesh_step
@@ -18,9 +20,6 @@ from experiments.gpu import config as gpu_config
 from moe_jax.train import program as program_lib
 from moe_jax.upcycle import transition
 from moe_jax.workdir import checkpoint, placement
-
-_CKPT_DIR = flags.DEFINE_string('ckpt_dir', None, 'a new directory for the save', required=True)
-
 
 class _Compiles(logging.Handler):
   """[name, start, XLA compile seconds] per program, from JAX's compile log."""
@@ -37,7 +36,14 @@ class _Compiles(logging.Handler):
       self.events[-1][2] = float(message.split(' in ')[-1].split()[0])
 
 
-def main(_):
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument('--ckpt_dir', required=True, help='a new directory for the save')
+  args = ap.parse_args(argv)
+  if os.path.lexists(args.ckpt_dir):
+    print(f'error: --ckpt_dir={args.ckpt_dir} exists; the save needs a new directory',
+          file=sys.stderr)
+    return 2
   compiles = _Compiles()
   for name in ('jax._src.interpreters.pxla', 'jax._src.dispatch'):
     logger = logging.getLogger(name)
@@ -57,7 +63,7 @@ def main(_):
                                          reports, print)
   jax.block_until_ready(grown)
   t1, in_transition = time.perf_counter(), len(compiles.events)
-  manager = checkpoint.Manager(_CKPT_DIR.value, async_save=False)
+  manager = checkpoint.Manager(args.ckpt_dir, async_save=False)
   saved = new.to_checkpoint(grown)
   manager.save(c.upcycle.step, saved.params, saved.opt_state, None)
   manager.close()
@@ -67,7 +73,8 @@ def main(_):
   print(f'transition: {in_transition} programs, {t1 - t0:.1f} s; save: '
         f'{len(compiles.events) - in_transition} programs, {t2 - t1:.1f} s; jax {jax.__version__}, '
         f'{jax.devices()[0].platform}')
+  return 0
 
 
 if __name__ == '__main__':
-  app.run(main)
+  sys.exit(main())

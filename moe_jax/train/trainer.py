@@ -19,6 +19,7 @@ from absl import logging
 import jax
 from jax.experimental import multihost_utils
 import numpy as np
+import tqdm
 
 from moe_jax import containment
 from moe_jax.data import pipeline
