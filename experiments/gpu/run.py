@@ -31,7 +31,7 @@ its threads would make every later fork unsafe. Provenance comes from a
 subprocess; each command's XLA_PYTHON_CLIENT_PREALLOCATE and _MEM_FRACTION
 are set for it (`_MEMORY`). Every line a command prints goes to
 DIR/logs/NAME.txt stamped with the seconds since the command started and the
-UTC time (`_pump`), so a silent minute shows as a gap between two stamps. A
+UTC time (commands.py), so a silent minute shows as a gap between two stamps. A
 command past its time gets SIGABRT first, so Python's faulthandler prints
 where each thread was (`abort_trace`), then SIGKILL.
 
@@ -41,19 +41,14 @@ paths), under XLA:CPU's quick compile flags (DRY_XLA_FLAGS): what
 tests/experiments/test_gpu_run.py runs.
 """
 import argparse
-import codecs
-import ctypes
-import datetime
 import json
 import os
-import shlex
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
+from experiments.gpu import commands
 from moe_jax import containment
 from moe_jax.errors import ConfigError
 from moe_jax.xla_flags import LEGACY_EMITTERS
@@ -100,8 +95,6 @@ BUDGET = dict(
 # In the dry run the limits only stop a hung command (a shared CPU may be slow).
 DRY_BUDGET_S = 300
 PROBE_S = 45   # the probe's limit
-# After SIGABRT, how long faulthandler gets to print before SIGKILL.
-_ABORT_GRACE_S = 20
 # The dry run's programs are tiny, so compiling them is most of its time;
 # these (tests/conftest.py's) cut its CPU time and change no result. The
 # legacy fusion emitters join them where this jaxlib has them (`_probe`).
@@ -114,22 +107,11 @@ _MEMORY = dict(
     timed=dict(XLA_PYTHON_CLIENT_PREALLOCATE='true', XLA_PYTHON_CLIENT_MEM_FRACTION='0.9'),
     growing=dict(XLA_PYTHON_CLIENT_PREALLOCATE='false', XLA_PYTHON_CLIENT_MEM_FRACTION='0.9'))
 
-_LIVE = set()   # the process groups running now: `_stop` ends them
-
-
-def _die_with_parent():
-  """A command must not outlive this script: Linux sends it SIGKILL when the
-  script dies, however (PR_SET_PDEATHSIG)."""
-  if sys.platform.startswith('linux'):
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # 1: PR_SET_PDEATHSIG
-
-
 def _stop(signum, frame):
   """SIGTERM, SIGHUP or Ctrl-C: the running commands' groups get SIGKILL, one
   line says so, then exit (call_X.json holds the steps done)."""
   del frame
-  for pid in list(_LIVE):
-    os.killpg(pid, signal.SIGKILL)
+  commands.kill_all()
   print(f'error: stopped by {signal.Signals(signum).name}', file=sys.stderr, flush=True)
   sys.exit(128 + signum)
 
@@ -155,83 +137,6 @@ def _out_error(out):
   except OSError as e:
     return f'--out={out}: cannot write there ({e.strerror})'
   return None
-
-
-def _stamp(started, t):
-  wall = datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%H:%M:%S')
-  return f'[{t - started:7.1f} s {wall}] '
-
-
-def _pump(fd, log, started, raw):
-  """Copies a command's output into the file `log` a line at a time, each
-  stamped (`_stamp`) with when its first byte arrived, and keeps the text in
-  `raw` (a list). tqdm redraws its bar after a '\r', not a newline: each
-  redraw becomes a line of its own, stamped when it was drawn, not when the
-  next one ended it (a bar's last line before a silent minute would
-  otherwise carry the minute's end)."""
-  decode = codecs.getincrementaldecoder('utf-8')(errors='replace')
-  line, line_t = '', None
-  with open(log, 'w') as f:
-    def emit(text, t):
-      if text:
-        f.write(_stamp(started, t) + text + '\n')
-        f.flush()
-    while True:
-      chunk = os.read(fd, 65536)
-      text = decode.decode(chunk, final=not chunk)
-      raw.append(text)
-      now = time.time()
-      for ch in text:
-        if ch in '\r\n':
-          emit(line, line_t)
-          line, line_t = '', None
-        else:
-          line_t = now if line_t is None else line_t
-          line += ch
-      if not chunk:
-        emit(line, line_t)
-        return
-
-
-def _run(cmd, timeout, env, log):
-  """Runs cmd (a list) in its own process group, its output stamped line by
-  line into the file `log` (`_pump`); {cmd, env, rc, seconds, timed_out,
-  stdout, tail} (`stdout` the raw output, `tail` the log's end)."""
-  os.makedirs(os.path.dirname(log), exist_ok=True)
-  started, t0 = time.time(), time.monotonic()
-  proc = subprocess.Popen(cmd, cwd=_REPO, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, start_new_session=True,
-                          preexec_fn=_die_with_parent)
-  _LIVE.add(proc.pid)
-  raw = []
-  pump = threading.Thread(target=_pump, args=(proc.stdout.fileno(), log, started, raw),
-                          daemon=True)
-  pump.start()
-  try:
-    proc.wait(timeout=timeout)
-    timed_out = False
-  except subprocess.TimeoutExpired:
-    # faulthandler (PYTHONFAULTHANDLER, `_env`) prints every thread's stack
-    # on SIGABRT: a timed-out command says where it was stuck.
-    os.killpg(proc.pid, signal.SIGABRT)
-    try:
-      proc.wait(timeout=_ABORT_GRACE_S)
-    except subprocess.TimeoutExpired:
-      os.killpg(proc.pid, signal.SIGKILL)
-      proc.wait()
-    timed_out = True
-  _LIVE.discard(proc.pid)
-  pump.join(timeout=_ABORT_GRACE_S)   # a grandchild may hold the pipe: never wait on it long
-  proc.stdout.close()
-  out = ''.join(raw)
-  result = dict(cmd=shlex.join(['python', *cmd[1:]]),
-                env={k: v for k, v in env.items()
-                     if k != 'PYTHONPATH' and os.environ.get(k) != v},
-                rc=proc.returncode, timed_out=timed_out,
-                seconds=round(time.monotonic() - t0, 1), stdout=out, tail=_tail(log))
-  if timed_out and 'Fatal Python error' in out:
-    result['abort_trace'] = out[out.rindex('Fatal Python error'):][:6000]
-  return result
 
 
 def _env(memory='growing', **extra):
@@ -295,7 +200,7 @@ class Context:
   def run(self, name, cmd, env=None):
     """`_run` under the step's time limit, its log DIR/logs/NAME.txt."""
     log = os.path.join(self.out, 'logs', f'{name}.txt')
-    return _run(cmd, self.budget[name], env or self.env(), log)
+    return commands.run(cmd, self.budget[name], env or self.env(), log)
 
 
 def _status(ok):
@@ -437,7 +342,7 @@ def provenance(argv, log, xla_flags=''):
   where the probe failed (XLA aborts a process whose XLA_FLAGS names a flag
   this jaxlib does not know)."""
   env = _env(**({'XLA_FLAGS': xla_flags} if xla_flags else {}))
-  probe = _run([sys.executable, '-c', (
+  probe = commands.run([sys.executable, '-c', (
       'import json, sys, jax; from experiments import provenance; '
       'd = jax.devices()[0]; print(json.dumps(dict(provenance.record(sys.argv[1:]), '
       'platform=d.platform, device_count=jax.device_count())))'),
@@ -451,17 +356,12 @@ def _probe(argv, out, dry_run):
   both questions)."""
   log = os.path.join(out, 'logs', 'provenance.txt')
   if not dry_run:
-    return provenance(argv, log) or dict(probe_error=_tail(log)), ''
+    return provenance(argv, log) or dict(probe_error=commands.tail(log)), ''
   for flags in (f'{DRY_XLA_FLAGS} {LEGACY_EMITTERS}', DRY_XLA_FLAGS):
     found = provenance(argv, log, flags)
     if found:
       return found, flags
-  return dict(probe_error=_tail(log)), DRY_XLA_FLAGS
-
-
-def _tail(log):
-  with open(log) as f:
-    return f.read()[-1500:]
+  return dict(probe_error=commands.tail(log)), DRY_XLA_FLAGS
 
 
 def main(argv=None):

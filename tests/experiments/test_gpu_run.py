@@ -99,9 +99,9 @@ def test_refuses_an_out_that_holds_files(tmp_path):
 
 def test_a_command_past_its_time_says_where_it_was(tmp_path):
   """SIGABRT before SIGKILL: faulthandler prints the stuck thread's stack."""
-  from experiments.gpu import run   # pylint: disable=g-import-not-at-top
+  from experiments.gpu import commands, run   # pylint: disable=g-import-not-at-top
   stuck = [sys.executable, '-c', 'import time\ndef stuck_here():\n  time.sleep(60)\nstuck_here()']
-  result = run._run(stuck, 3, run._env(), str(tmp_path / 'logs' / 'stuck.txt'))  # pylint: disable=protected-access
+  result = commands.run(stuck, 3, run._env(), str(tmp_path / 'logs' / 'stuck.txt'))  # pylint: disable=protected-access
   assert result['timed_out'] and result['seconds'] < 30
   assert 'stuck_here' in result['abort_trace']
   assert 'stuck_here' in (tmp_path / 'logs' / 'stuck.txt').read_text()
@@ -110,11 +110,11 @@ def test_a_command_past_its_time_says_where_it_was(tmp_path):
 def test_each_line_is_stamped_when_it_was_printed(tmp_path):
   """A tqdm redraw ('\r' then the bar, no newline) keeps the time it was
   drawn, though the next redraw, a second later, is what ends its line."""
-  from experiments.gpu import run   # pylint: disable=g-import-not-at-top
+  from experiments.gpu import commands, run   # pylint: disable=g-import-not-at-top
   code = ("import sys, time\nprint('start')\nsys.stdout.write('\\rbar 1')\nsys.stdout.flush()\n"
           "time.sleep(1.5)\nsys.stdout.write('\\rbar 2\\n')\n")
   log = tmp_path / 'logs' / 'bar.txt'
-  result = run._run([sys.executable, '-c', code], 30, run._env(), str(log))  # pylint: disable=protected-access
+  result = commands.run([sys.executable, '-c', code], 30, run._env(), str(log))  # pylint: disable=protected-access
   assert result['rc'] == 0
   lines = log.read_text().splitlines()
   assert [l.split('] ', 1)[1] for l in lines] == ['start', 'bar 1', 'bar 2']
