@@ -25,8 +25,11 @@ _RTOL = 1e-5
 
 
 def _launch(workdir, keys, env=(), timeout=400):
+  # --stop_grace_s: after a stop signal both processes finish their step,
+  # which may compile (the grown model's), and save; on a loaded 2-core
+  # machine that took over the default 120 s (CI, 2026-11-29).
   argv = [sys.executable, '-m', 'moe_jax.multiprocess', '--processes=2',
-          '--devices_per_process=2', '--', sys.executable, '-m', 'tests.multihost.child',
+          '--devices_per_process=2', f'--stop_grace_s={timeout - 60}', '--', sys.executable, '-m', 'tests.multihost.child',
           f'--config={_CONFIG}', f'--workdir={workdir}',
           *(f'--config.{k}={v}' for k, v in keys.items())]
   return subprocess.run(argv, cwd=_REPO, env=dict(os.environ, PYTHONPATH=_REPO, **dict(env)),
