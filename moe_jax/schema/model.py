@@ -51,7 +51,7 @@ class MoEConfig:
   # 0: sqrt(2 / (5 d_model)), seed 002 appendix A.6
   router_init_std: float = field(0.0, at_least=0.0)
   # multiplicative input jitter while training
-  jitter: float = field(0.0, at_least=0.0, below=1.0)
+  jitter: float = field(0.0, at_least=0, below=1)
   use_bias: bool = field(False, shape=True)   # selection-only bias, aux-loss-free balancing
   bias_update_rate: float = field(1e-3, at_least=0.0)
   balance_loss_weight: float = field(0.01, at_least=0.0)
