@@ -13,8 +13,9 @@ class UpcycleConfig:
   dense_to_moe). These defaults are the config's (configs/common.py builds the
   group from them). `step` is a step of the run: workdir/config_check.py
   checks it against total_steps; each recipe checks its args (expand_experts:
-  utility_metric, which is also its arg). The keys past `args` came with the
-  in-run transition (3486b55): no run before it grew in-run."""
+  utility_metric, which is also its arg). Every key with `added` but
+  split_bias came with the in-run transition (3486b55): no run before it
+  grew in-run."""
   step: int = field(0, at_least=0, shape=True)   # in-run transition step tau (0: none)
   # a recipe of upcycle/recipes/ (dense_to_moe, ...)
   recipe: str = field('', shape=True)

@@ -5,7 +5,6 @@ and gradient accumulation, is in tests/train/test_memory_paths.py)."""
 import itertools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

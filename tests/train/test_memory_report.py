@@ -1,7 +1,6 @@
 """The memory report (`python -m moe_jax.plan --memory`, moe_jax/train/memory.py):
 its byte counts add up, the batch it says fits does, the memory paths lower
 what they should, and bad input is a one-line error."""
-import json
 import os
 import re
 import subprocess
