@@ -36,7 +36,7 @@ class MoEConfig:
   d_ff: int = field(0, at_least=0, shape=True)   # per-expert width; 0: same as model.d_ff
   num_shared_experts: int = field(0, at_least=0, shape=True)
   # sigmoid(x . w) times the shared experts' output, w [D, 1] (Qwen2-MoE's
-  # shared_expert_gate); needs num_shared_experts > 0.
+  # shared_expert_gate); needs num_shared_experts > 0 (88efa30: none before).
   shared_gate: bool = field(False, added=False, shape=True)
   # Layer pattern: layer i is MoE iff i >= first_dense and
   # (i - first_dense) % every == every - 1. every=1: all MoE; every=2: Llama-4 style.
@@ -44,7 +44,8 @@ class MoEConfig:
   first_dense: int = field(0, at_least=0, shape=True)
   # a router of moe_jax/models/routers/: learned | hash
   router: str = field('learned', shape=True)
-  hash_seed: int = field(0, at_least=0)   # hash router: table = f(vocab_size, num_experts, hash_seed)
+  # hash router: table = f(vocab_size, num_experts, hash_seed)
+  hash_seed: int = field(0, at_least=0)
   score: str = field('softmax', choices=SCORES)
   order: str = field('softmax_then_topk', choices=ORDERS)
   renormalize: bool = True       # renormalise the selected top-k gates to sum to 1
@@ -92,7 +93,8 @@ class ModelConfig:
   norm_eps: float = field(1e-6, above=0.0)
   # RMSNorm over each head's q and k before RoPE (Qwen3)
   qk_norm: bool = field(False, added=False, shape=True)
-  qkv_bias: bool = field(False, added=False, shape=True)   # biases on the q, k, v projections (Qwen2)
+  # biases on the q, k, v projections (Qwen2)
+  qkv_bias: bool = field(False, added=False, shape=True)
   # pre: x + F(norm(x)) | post: norm(x + F(x)) (seed 003 App. C; b4599c7)
   norm_position: str = field('pre', choices=NORM_POSITIONS, added='pre', shape=True)
   tie_embeddings: bool = field(False, shape=True)

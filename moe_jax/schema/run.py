@@ -44,7 +44,8 @@ class MeshConfig:
   fsdp: int = 1
   expert: int = 1
   tensor: int = 1
-  num_devices: int = field(0, added=0)  # the first N devices only (0: all); one-process runs (f563b3b)
+  # The first N devices only (0: all); one-process runs (f563b3b: every device before).
+  num_devices: int = field(0, added=0)
   distributed: bool = False      # jax.distributed.initialize() (SLURM, MPI, TPU detect the rest)
   # 'HOST:PORT' of process 0; with num_processes and process_id names a
   # multi-process run (moe_jax.multiprocess sets all three; 31e30d6).
