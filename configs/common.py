@@ -1,22 +1,20 @@
 """Shared config pieces: every config file starts from `base()`.
 
-Each key has one home: a dataclass beside the code that reads it holds its
-default, what it means and its bounds (moe_jax/config_group.py).
-  top level    moe_jax/workdir/config.py   RunConfig: seed, steps, batch, cadence, init_from
-  model, moe   moe_jax/models/config.py    (presets: moe_jax/models/presets.py)
-  opt, phases  moe_jax/train/config.py     optimizer and schedule; seed 001's phases
-  data         moe_jax/data/config.py      corpus, tokenizer, packing
-  ckpt, mesh   moe_jax/workdir/config.py   Orbax checkpointing; device mesh and sharding
-  upcycle      moe_jax/upcycle/config.py   the in-run transition at upcycle.step (0: none)
+Each key has one home: a field of its group's dataclass in moe_jax/schema/
+holds its default, what it means, its bounds, the value old runs had and
+whether it fixes shapes or the data stream (schema/field.py); schema.GROUPS
+is the table of groups.
+  top level    schema/run.py      RunConfig: seed, steps, batch, cadence, init_from
+  model, moe   schema/model.py    (presets: moe_jax/models/presets.py)
+  opt, phases  schema/train.py    optimizer and schedule; seed 001's phases
+  data         schema/data.py     corpus, tokenizer, packing
+  ckpt, mesh   schema/run.py      Orbax checkpointing; device mesh and sharding
+  upcycle      schema/upcycle.py  the in-run transition at upcycle.step (0: none)
 """
 import ml_collections
 
-from moe_jax import config_group
-from moe_jax.data import config as data_config
-from moe_jax.models import config as model_config
-from moe_jax.train import config as train_config
-from moe_jax.upcycle import config as upcycle_config
-from moe_jax.workdir import config as workdir_config
+from moe_jax import schema
+from moe_jax.schema import field
 
 
 def parse_arg(arg, **defaults):
@@ -43,38 +41,38 @@ def parse_arg(arg, **defaults):
   return out
 
 
-def _group(cls):
-  return ml_collections.ConfigDict(config_group.defaults(cls))
+def _group(name):
+  return ml_collections.ConfigDict(field.defaults(schema.GROUPS[name]))
 
 
 def model():
   """A CPU-sized Llama-style decoder (the `tiny` preset)."""
-  return _group(model_config.ModelConfig)
+  return _group('model')
 
 
 def moe():
   """MoE block settings; num_experts=0 makes every layer dense."""
-  return _group(model_config.MoEConfig)
+  return _group('moe')
 
 
 def opt():
-  return _group(train_config.OptConfig)
+  return _group('opt')
 
 
 def data():
-  return _group(data_config.DataConfig)
+  return _group('data')
 
 
 def ckpt():
-  return _group(workdir_config.CkptConfig)
+  return _group('ckpt')
 
 
 def mesh():
-  return _group(workdir_config.MeshConfig)
+  return _group('mesh')
 
 
 def upcycle():
-  return _group(upcycle_config.UpcycleConfig)
+  return _group('upcycle')
 
 
 # Seed 001's three-phase continued pre-training: warmup, specialization, refinement.
@@ -83,7 +81,7 @@ SEED001_PHASES = dict(fractions=(0.05, 0.70, 0.25), lr=(0.1, 1.0, 0.1), balance=
 
 
 def phases():
-  return _group(train_config.PhasesConfig)
+  return _group('phases')
 
 
 def expand_args(allocation=None, delta=None, expert=None, router=None, layout=None,
@@ -113,15 +111,11 @@ def expand_args(allocation=None, delta=None, expert=None, router=None, layout=No
 
 
 def base():
-  config = _group(workdir_config.RunConfig)
-  config.model = model()
-  config.moe = moe()
-  config.opt = opt()
-  config.data = data()
-  config.ckpt = ckpt()
-  config.mesh = mesh()
-  config.upcycle = upcycle()
-  config.phases = phases()
+  """Every group of the schema at its defaults, in config.json's order."""
+  config = _group('')
+  for name in schema.GROUPS:
+    if name:
+      config[name] = _group(name)
   return config
 
 

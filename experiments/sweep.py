@@ -17,9 +17,7 @@ import os
 import re
 
 from experiments import hyper
-from moe_jax import config_group
 from moe_jax.errors import ConfigError
-from moe_jax.train import config as train_config
 from moe_jax.workdir import files
 
 SWEEP_FILE, OVERRIDES_FILE = 'sweep.json', 'overrides.json'
@@ -55,7 +53,6 @@ def plan(spec):
       c.init_from = ''
     try:
       config_check.check_run(c)
-      config_group.check('opt', c.opt, train_config.OptConfig)   # the optimizer's own
     except ConfigError as e:
       raise ConfigError(f'run {name!r}: {e}') from None
   runs = [Run(n, p, tuple(dict.fromkeys(_refs(p)))) for n, p in zip(names, points)]

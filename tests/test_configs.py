@@ -5,26 +5,20 @@ import pytest
 from configs import common, lm_dense, lm_moe, quickstart
 from experiments import hyper
 from configs.upcycle import dense_to_moe, expand_experts, grow_depth, grow_width
-from moe_jax import config_group
-from moe_jax.data import config as data_config
+from moe_jax import schema
 from moe_jax.models import config as model_config
-from moe_jax.train import config as train_config
-from moe_jax.upcycle import config as upcycle_config, transition
-from moe_jax.workdir import config as workdir_config
-
-GROUPS = dict(model=model_config.ModelConfig, moe=model_config.MoEConfig,
-              opt=train_config.OptConfig, data=data_config.DataConfig,
-              ckpt=workdir_config.CkptConfig, mesh=workdir_config.MeshConfig,
-              upcycle=upcycle_config.UpcycleConfig, phases=train_config.PhasesConfig)
+from moe_jax.schema import field
+from moe_jax.upcycle import transition
 
 
 def test_base_is_the_dataclasses_defaults():
   """Each key of base() is a field of its group's dataclass, with its default:
   the one home of both."""
   config = common.base().to_dict()
-  assert {k: config.pop(k) for k in GROUPS} == {
-      k: config_group.defaults(cls) for k, cls in GROUPS.items()}
-  assert config == config_group.defaults(workdir_config.RunConfig)
+  groups = {k: cls for k, cls in schema.GROUPS.items() if k}
+  assert {k: config.pop(k) for k in groups} == {
+      k: field.defaults(cls) for k, cls in groups.items()}
+  assert config == field.defaults(schema.GROUPS[''])
   assert common.base().grad_accum_steps == 0   # auto (an old config.json without it reads 1)
 
 
@@ -50,7 +44,7 @@ def _quickstart_runs():
 ] + [(lambda name: _quickstart_runs()[name], f'{arm}_s0') for arm in quickstart.ARMS])
 def test_training_configs_validate(get_config, arg):
   config = get_config(arg)
-  model_config.ModelConfig.from_config(config, vocab_size=259)
+  model_config.from_config(config, vocab_size=259)
   if config.upcycle.step:
     config.model.vocab_size = config.model.vocab_size or 259
     grown = transition.target_config(config)

@@ -106,7 +106,7 @@ def config_for(p):
 
 def flops_per_token(config):
   """Forward FLOPs per token of config's model (moe_jax/models/accounting.py)."""
-  cfg = model_config.ModelConfig.from_config(config, vocab_size=1)
+  cfg = model_config.from_config(config, vocab_size=1)
   return accounting.forward_flops_per_token(cfg, config.seq_len)
 
 

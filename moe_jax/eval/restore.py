@@ -33,7 +33,7 @@ def load(ckpt, config=None):
   config = config.copy_and_resolve_references()
   tokenizer = pipeline.tokenizer_for(config, os.path.dirname(directory), train=False)
   config.model.vocab_size = config.model.vocab_size or tokenizer.vocab_size
-  model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+  model = transformer.Transformer(model_config.from_config(config))
   params = manager.restore(step, transformer.abstract_params(model, 1))['params']
   manager.close()
   return Loaded(config, model, params, tokenizer, int(step), os.path.join(directory, str(step)))

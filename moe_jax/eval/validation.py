@@ -64,7 +64,7 @@ def evaluate_checkpoint(ckpt, config=None, num_batches=None):
     tokenizer = pipeline.tokenizer_for(config, os.path.dirname(directory), train=False)
     pipeline.resolve_vocab_size(config, tokenizer)
     mesh = placement.make_mesh(config.mesh)
-    model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+    model = transformer.Transformer(model_config.from_config(config))
     abstract = transformer.abstract_params(model, config.seq_len)
     shardings = placement.param_shardings(abstract, mesh, config.mesh)
     batch_sharding = placement.batch_sharding(mesh, config.mesh, config.batch_size)

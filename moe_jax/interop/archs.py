@@ -157,7 +157,7 @@ def _from_hf(hf):
 def pick(config, name='auto'):
   """The Arch to export `config` as: `name`, or with 'auto' the one its
   features ask for. A feature the arch cannot hold is a ConfigError naming it."""
-  cfg = model_config.ModelConfig.from_config(config, vocab_size=1)
+  cfg = model_config.from_config(config, vocab_size=1)
   m = cfg.moe
   if name == 'auto':
     if m.num_experts:
@@ -202,7 +202,7 @@ def pick(config, name='auto'):
 
 def to_hf(config, arch, bos_id=None, eos_id=None, pad_id=None):
   """config.json for `arch` (from pick) of the model in `config`."""
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   m = cfg.moe
   rope = dict(rope_type='default', rope_theta=cfg.rope_theta)
   if cfg.rope_scaling == 'llama3':

@@ -102,7 +102,7 @@ def export_checkpoint(ckpt, out, arch='auto', overwrite=False):
   tok = pipeline.tokenizer_for(config, os.path.dirname(directory), train=False)
   config.model.vocab_size = config.model.vocab_size or tok.vocab_size
   target = archs.pick(config, arch)   # refusals before the params are read
-  model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+  model = transformer.Transformer(model_config.from_config(config))
   params = manager.restore(step, transformer.abstract_params(model, 1))['params']
   manager.close()
   files = hf_files(config, params, target, tok)

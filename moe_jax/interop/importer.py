@@ -54,7 +54,7 @@ def convert(src, base_config):
                      bpe_vocab_size=tok.get_vocab_size(with_added_tokens=True))
   config.init_from = ''
   config_check.check_run(config)   # the checks `main` runs on the keys --config gave
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   if config.data.bpe_vocab_size > cfg.vocab_size:
     raise ConfigError(f'the tokenizer has {config.data.bpe_vocab_size} tokens, more than the '
                       f'model\'s vocab_size={cfg.vocab_size}')

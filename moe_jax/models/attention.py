@@ -61,7 +61,7 @@ def resolve(name, platform=None, mesh=None):
 
 
 class Attention(nn.Module):
-  cfg: 'moe_jax.models.config.ModelConfig'
+  cfg: 'moe_jax.schema.model.ModelConfig'
 
   @nn.compact
   def __call__(self, x_BLD, segment_ids_BL, positions_BL, decode=False):

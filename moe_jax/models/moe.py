@@ -35,7 +35,7 @@ class Experts(nn.Module):
 
 
 class MoE(nn.Module):
-  cfg: 'moe_jax.models.config.ModelConfig'
+  cfg: 'moe_jax.schema.model.ModelConfig'
 
   @nn.compact
   def __call__(self, x_BLD, tokens_BL, valid_BL, train=False, load_E=None):

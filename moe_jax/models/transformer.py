@@ -30,7 +30,7 @@ _ACT = ('batch', 'length', 'embed')
 
 
 class Block(nn.Module):
-  cfg: 'moe_jax.models.config.ModelConfig'
+  cfg: 'moe_jax.schema.model.ModelConfig'
   is_moe: bool
 
   @nn.compact
@@ -55,7 +55,7 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-  cfg: 'moe_jax.models.config.ModelConfig'
+  cfg: 'moe_jax.schema.model.ModelConfig'
 
   @nn.compact
   def __call__(self, tokens_BL, segment_ids=None, positions=None, train=False, decode=False,

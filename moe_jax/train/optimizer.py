@@ -14,8 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from moe_jax import config_group, sharding
-from moe_jax.train import config as train_config
+from moe_jax import sharding
 
 _NO_DECAY = re.compile(r'(norm/scale|bias)$')
 _FROZEN = re.compile(r'moe/router/bias$')
@@ -33,11 +32,10 @@ def schedule(opt_cfg, total_steps, start_step=0, scale=None):
   One schedule spans the whole run, also across an in-run upcycle at
   `start_step` (seed 000 compares runs on one schedule); `rewarm_steps` adds a
   second linear warmup from there. `scale(step)` multiplies it (training
-  phases, moe_jax/train/phases.py). A value of `opt_cfg` outside OptConfig's
-  bounds is a one-line ConfigError: the trainer builds the schedule before
-  its first write.
+  phases, moe_jax/train/phases.py). `opt_cfg` is within its fields' bounds
+  (schema/train.py): the trainer checks every group before anything is built
+  (workdir/config_check.py).
   """
-  config_group.check('opt', opt_cfg, train_config.OptConfig)
   peak, final = opt_cfg.lr, opt_cfg.lr * opt_cfg.final_lr_fraction
   warmup = opt_cfg.warmup_steps
   decay_steps = max(int(round(opt_cfg.decay_fraction * total_steps)), 1)
@@ -83,7 +81,7 @@ def make(opt_cfg, total_steps, params, start_step=0, lr_scale=None):
   means a reset optimizer state (after an upcycle transition) does not restart
   the schedule.
   """
-  lr = schedule(opt_cfg, total_steps, start_step, lr_scale)   # checks opt_cfg
+  lr = schedule(opt_cfg, total_steps, start_step, lr_scale)
   router_lr = opt_cfg.router_lr_multiplier
   decay_mask = jax.tree_util.tree_map(lambda no: not no, _labels(params, _NO_DECAY))
   adamw = optax.chain(

@@ -43,7 +43,7 @@ class Program:
 
 
 def build(config, mesh, start_step=0):
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   model = transformer.Transformer(cfg)
   stack, unstack = (functools.partial(f, cfg=cfg) for f in (stacking.stack, stacking.unstack))
   abstract_params = jax.eval_shape(stack, transformer.abstract_params(model, config.seq_len))

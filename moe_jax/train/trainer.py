@@ -255,7 +255,6 @@ def train_and_evaluate(config, workdir, stop_at=None):
   # written before all of them pass.
   config = config.copy_and_resolve_references()
   config_check.check_run(config)
-  transition.check(config)
   files.check_dir_writable(workdir, 'workdir')
   containment.not_run_file(workdir, '--workdir')   # a run never starts inside another
   placement.initialize(config.mesh)
@@ -264,7 +263,7 @@ def train_and_evaluate(config, workdir, stop_at=None):
   config.moe.dispatch = dispatch_lib.resolve(
       config.moe.dispatch, dtype=config.model.dtype,
       dims=(config.model.d_model, config.moe.d_ff or config.model.d_ff), devices=mesh.size)
-  model_config.ModelConfig.from_config(config, vocab_size=1)   # before a BPE is trained
+  model_config.from_config(config, vocab_size=1)   # before a BPE is trained
   tokenizer = pipeline.tokenizer_for(config, workdir)
   pipeline.resolve_vocab_size(config, tokenizer)
   files.check_compatible(config, workdir)

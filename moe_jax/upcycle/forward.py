@@ -8,7 +8,7 @@ from moe_jax.models import config as model_config, losses, transformer
 
 
 def model(config):
-  return transformer.Transformer(model_config.ModelConfig.from_config(config))
+  return transformer.Transformer(model_config.from_config(config))
 
 
 def lm_loss(config):

@@ -76,7 +76,7 @@ def grouped(slots, group):
 
 def layer_kinds(config):
   """'moe' or 'dense' per layer, by the model's own pattern rule."""
-  cfg = model_config.ModelConfig.from_config(config, vocab_size=1)
+  cfg = model_config.from_config(config, vocab_size=1)
   return ['moe' if cfg.is_moe_layer(i) else 'dense' for i in range(cfg.num_layers)]
 
 

@@ -17,7 +17,7 @@ from moe_jax.upcycle import paths, transition
 from moe_jax.workdir import checkpoint, placement
 
 _SAME_GROUPS = ('model', 'moe')
-# How the same function of the same params is computed (models/config.py): a
+# How the same function of the same params is computed (schema/model.py): a
 # numerics or memory choice of each run, not its architecture; the merged
 # model takes --src 0's.
 _HOW_COMPUTED = ('model.attention', 'model.remat', 'model.loss_chunk', 'model.cross_entropy',

@@ -18,10 +18,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from moe_jax import config_group
+from moe_jax import schema
 from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config, losses, transformer
-from moe_jax.upcycle import config as upcycle_config, forward, mapping, recipes
+from moe_jax.upcycle import forward, mapping, recipes
 from moe_jax.workdir import lineage
 
 # Group keys a recipe with an arg of that name takes unless its args set it:
@@ -58,12 +58,6 @@ class Growth(NamedTuple):
   reports: list     # per source: its function-preservation report (none without batches)
 
 
-def check(config):
-  """The upcycle group's bounds: checked by every run, with no transition
-  set too, so what its config.json records is a config that could grow."""
-  config_group.check('upcycle', config.upcycle, upcycle_config.UpcycleConfig)
-
-
 def target_config(config, num_sources=1):
   """The config of the model grown from `num_sources` sources of `config`'s
   architecture (see configs/common.py:upcycle). Runs the recipe's `target`,
@@ -75,7 +69,7 @@ def target_config(config, num_sources=1):
         f'upcycle.recipe={up.recipe} grows several sources (python -m moe_jax.upcycle '
         '--src=A,B[,...])' if spec.sources == 'several' else
         f'upcycle.recipe={up.recipe} grows one source; got {num_sources}')
-  check(config)
+  schema.check(config, groups=('upcycle',))
   args = _args(up, num_sources)
   for key, value in args.items():
     if isinstance(value, float) and not math.isfinite(value):
@@ -91,7 +85,7 @@ def target_config(config, num_sources=1):
         raise ConfigError(f'upcycle.target.{group}.{key} is not a config key')
       dst[group][key] = value
   dst.upcycle.step, dst.upcycle.recipe = 0, ''   # the grown model does not grow again
-  model_config.ModelConfig.from_config(dst, vocab_size=1)  # one-line errors for a bad target
+  model_config.from_config(dst, vocab_size=1)  # one-line errors for a bad target
   return dst
 
 

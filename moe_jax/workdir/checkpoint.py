@@ -21,6 +21,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from moe_jax import schema
 from moe_jax.errors import ConfigError, CorruptCheckpointError, SaveError
 from moe_jax.workdir import digest, files
 
@@ -177,7 +178,7 @@ class Manager:
     """Returns dict(params, opt_state or None, data or None, meta), verified
     against the digests in meta: a CorruptCheckpointError names the step and
     the first damaged item otherwise. The config in meta is upgraded
-    (files.upgrade) like config.json."""
+    (schema.upgrade) like config.json."""
     where = f'checkpoint {self.directory}/{step}'
     present = self.items(step)
     missing = [name for name in ('params', 'meta') if name not in present]
@@ -200,7 +201,7 @@ class Manager:
     _verify(where, out)
     _complete(where, out['meta'], present)
     if isinstance(out['meta'].get('config'), dict):   # the config it was saved under
-      files.upgrade(out['meta']['config'])
+      schema.upgrade(out['meta']['config'])
     return out
 
   def wait(self):

@@ -10,18 +10,16 @@ and reads the trainer's metrics.jsonl (`metrics`).
 Writes are atomic (moe_jax/atomic.py): a reader sees the old file or the new
 one, never a torn one, whenever the writer is killed.
 """
-import copy
 import json
 import os
 
 import ml_collections
 
-from moe_jax import json_file
+from moe_jax import json_file, schema
 from moe_jax.atomic import write_text
 from moe_jax.data import sources
 from moe_jax.errors import ConfigError
 from moe_jax.json_file import read_json  # pylint: disable=unused-import (files.read_json)
-from moe_jax.workdir import config_types
 
 CONFIG = 'config.json'
 RUN = 'run.json'
@@ -80,56 +78,11 @@ def last_val_loss(workdir, first, last):
   return found[-1] if found else (None, None)
 
 
-# Keys added after runs were written, each with the value those runs ran with
-# (git log -S on configs/common.py and models/config.py; the trainer first ran
-# at 7520b85, when every key before these was in place). A config read from
-# disk is upgraded once, where it is read: config.json (`read_config_record`)
-# and a checkpoint's meta (checkpoint.Manager.restore).
-ADDED = {
-    # 3486b55: the in-run transition; no run before it grew in-run.
-    'upcycle.factor': 2, 'upcycle.report_batches': 4, 'upcycle.seed': 0, 'upcycle.source': '',
-    'upcycle.target': {}, 'upcycle.utility_batches': 8, 'upcycle.utility_metric': 'grad_norm',
-    'mesh.num_devices': 0,                                      # f563b3b: every device
-    'model.qk_norm': False, 'model.qkv_bias': False, 'model.rope_scaling': 'none',  # 81ac58c
-    'model.rope_factor': 8.0, 'model.rope_low_freq_factor': 1.0,
-    'model.rope_high_freq_factor': 4.0, 'model.rope_original_max_len': 8192,
-    'model.max_position_embeddings': 0,
-    'data.encoding': '',                                        # 6aedcec
-    'phases.fractions': [], 'phases.lr': [], 'phases.balance': [], 'phases.z_loss': [],  # d317086
-    'model.norm_position': 'pre',                               # b4599c7
-    'data.chat_template': 'model',                              # 4986e54: the sft source
-    'mesh.coordinator_address': '', 'mesh.num_processes': 0, 'mesh.process_id': -1,  # 31e30d6
-    'data.path': '',                                            # b552563: the prepared source
-    # edc4fca: one batch a step, no chunks, no remat, Adam's moment as the params.
-    'grad_accum_steps': 1, 'model.loss_chunk': 0, 'model.remat': 'none', 'opt.mu_dtype': '',
-    'model.attention': 'reference',                             # 9b88ab5: whole-array attention
-    'model.scan_layers': False,                                 # 65811f0
-    'moe.router_loss_reduction': 'sum',                         # 21b6cc9
-    'upcycle.split_bias': False,                                # a9e83fc
-    'data.part': '', 'data.cpt_fraction': 0.5,                  # 802a292: every document
-    'opt.router_lr_multiplier': 1.0,                            # 890832d
-    'model.cross_entropy': 'reference',                         # ce36b46
-    'moe.shared_gate': False,                                   # the Qwen2-MoE shared gate
-}
-
-
-def upgrade(record):
-  """`record`, a config as a dict, with each key of ADDED it lacks set to
-  the value runs had before the key existed (in place; returned)."""
-  for dotted, value in ADDED.items():
-    *groups, key = dotted.split('.')
-    node = record
-    for group in groups:
-      node = node.setdefault(group, {})
-    node.setdefault(key, copy.deepcopy(value))
-  return record
-
-
 def read_config_record(path):
   """A run's config.json as a dict (json_file.read_config), upgraded, each
-  key there and of its type (config_types: a hand edit is named at load)."""
-  record = upgrade(json_file.read_config(path))
-  config_types.check(record, path)
+  key there and of its type (schema.check_types: a hand edit is named at load)."""
+  record = schema.upgrade(json_file.read_config(path))
+  schema.check_types(record, path)
   return record
 
 
@@ -140,17 +93,6 @@ def read_config(workdir):
 
 def write_config(workdir, config):
   write_text(os.path.join(workdir, CONFIG), config.to_json_best_effort(indent=2) + '\n')
-
-
-# A workdir is refused when its saved config differs in a key that changes
-# parameter shapes (or, as norm_position, what the same params compute), or
-# the data stream a resumed run must continue exactly.
-SHAPE_KEYS = ('model.vocab_size', 'model.d_model', 'model.num_layers', 'model.num_heads',
-              'model.num_kv_heads', 'model.head_dim', 'model.d_ff', 'model.tie_embeddings',
-              'model.qk_norm', 'model.qkv_bias', 'model.norm_position', 'moe.num_experts',
-              'moe.d_ff', 'moe.num_shared_experts', 'moe.shared_gate', 'moe.every',
-              'moe.first_dense', 'moe.router', 'moe.use_bias', 'upcycle.step', 'upcycle.recipe',
-              'upcycle.factor')
 
 
 def get(config, dotted):
@@ -188,7 +130,7 @@ def check_compatible(config, workdir):
   if not os.path.exists(path):
     return
   saved = read_config_record(path)
-  checks = [(SHAPE_KEYS, 'a model of another shape')]
+  checks = [(schema.SHAPE_KEYS, 'a model of another shape')]
   if _trained_on_a_stream(workdir):
     checks.append((sources.stream_keys(saved, config), 'a run on another data stream'))
   for keys, what in checks:

@@ -29,7 +29,7 @@ def summary(config):
   removed) active non-embedding parameters. `d_ff` (the dense MLP's
   width), `expert_d_ff` (a routed expert's) and `num_shared_experts` tell a
   fine-grained or shared-expert MoE."""
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   dense = config.copy_and_resolve_references()
   dense.moe.num_experts = 0
   c = accounting.counts(cfg)
@@ -39,7 +39,7 @@ def summary(config):
       params=c.total, params_active=c.active, nonembed=c.total_nonembed,
       nonembed_active=c.active_nonembed,
       dense_nonembed=accounting.counts(
-          model_config.ModelConfig.from_config(dense)).active_nonembed,
+          model_config.from_config(dense)).active_nonembed,
       flops_per_token=accounting.forward_flops_per_token(cfg, config.seq_len))
 
 

@@ -14,6 +14,7 @@ import os
 
 import ml_collections
 
+from moe_jax import schema
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import files
 
@@ -76,7 +77,7 @@ def load(workdir, overrides=()):
       raise ConfigError(f'config has no key {key!r} ({arg}; the keys of {path}){hint}')
     current = files.get(record, key)
     value = _parse(key, text, current, arg)
-    if key in files.SHAPE_KEYS and value != current:
+    if key in schema.SHAPE_KEYS and value != current:
       raise ConfigError(f'{arg}: {key} changes the parameter shapes of the model in '
                         f'{workdir} ({key}={current!r}); grow it with python -m '
                         'moe_jax.upcycle, or train it in a new --workdir')

@@ -203,6 +203,7 @@ def test_pretrain_and_cpt_parts_share_no_document_and_cover_the_training_split(c
 
 def test_default_part_reads_every_training_document_as_before(config):
   from moe_jax.data import corpus, sources   # pylint: disable=g-import-not-at-top
+  from moe_jax import schema   # pylint: disable=g-import-not-at-top
   from moe_jax.workdir import files   # pylint: disable=g-import-not-at-top
   assert config.data.part == ''
   docs = sources.get('text_files').documents(config.data)
@@ -211,7 +212,7 @@ def test_default_part_reads_every_training_document_as_before(config):
   # A run saved before data.part existed resumes on the same stream (read upgraded).
   old = json.loads(config.to_json())
   del old['data']['part'], old['data']['cpt_fraction']
-  old = files.upgrade(old)
+  old = schema.upgrade(old)
   assert files.diffs(old, config) == []
   assert files.diffs(old, _with(config, part='cpt'))   # another part is another stream
 

@@ -2,6 +2,7 @@
 import pytest
 
 from configs import common
+from moe_jax import schema
 from moe_jax.data import corpus, pipeline, sources
 from moe_jax.data.tokenizer import ByteTokenizer
 from moe_jax.errors import ConfigError
@@ -52,8 +53,8 @@ def test_an_unknown_source_names_the_registered_ones():
 
 
 def test_sft_and_text_sources_keep_their_own_keys():
-  assert sources.stream_keys(_config(source='text_files')) == sources.COMMON_KEYS + (
+  assert sources.stream_keys(_config(source='text_files')) == schema.STREAM_KEYS + (
       'data.patterns', 'data.encoding')
   assert sources.stream_keys(_config(source='prepared'))[-1] == 'data.path'
   assert sources.stream_keys(_config(source='sft'), _config(source='shakespeare')) == (
-      sources.COMMON_KEYS + ('data.patterns',))
+      schema.STREAM_KEYS + ('data.patterns',))

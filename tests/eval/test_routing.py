@@ -48,7 +48,7 @@ def test_mutual_information():
 
 def test_captured_routing_matches_the_models_expert_counts():
   config = tiny.config(**{'model.vocab_size': 259, 'moe.router_init_std': 0.5})
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   model = transformer.Transformer(cfg)
   params = model.init(jax.random.key(0), np.zeros((1, 8), np.int32))['params']
   rng = np.random.default_rng(0)

@@ -46,7 +46,7 @@ def test_each_arm_trains_the_model_its_upcycle_grows_at_equal_parameters(granula
     for key in ('num_experts', 'top_k', 'd_ff', 'num_shared_experts', 'order', 'renormalize',
                 'use_bias', 'score', 'shared_gate', 'every'):
       assert trained.moe[key] == grown.moe[key], (kind, key)
-    c = accounting.counts(model_config.ModelConfig.from_config(trained, vocab_size=259))
+    c = accounting.counts(model_config.from_config(trained, vocab_size=259))
     counts[kind] = (c.active_nonembed - c.router * 2, c.total_nonembed - c.router * 2)
   # Equal active and total parameters but for the routers (2 MoE layers).
   assert len(set(counts.values())) == 1, counts

@@ -30,6 +30,6 @@ def base_config():
 
 def logits(config, params, tokens, batch=None):
   """Our logits; with a packed `batch`, under its segment ids and positions."""
-  model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+  model = transformer.Transformer(model_config.from_config(config))
   kw = dict(segment_ids=batch['segment_ids'], positions=batch['positions']) if batch else {}
   return np.asarray(model.apply({'params': params}, jnp.asarray(tokens), **kw)[0])

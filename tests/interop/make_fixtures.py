@@ -138,7 +138,7 @@ def load_hf(directory):
 
 
 def our_logits(config, params, tokens):
-  model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+  model = transformer.Transformer(model_config.from_config(config))
   return np.asarray(model.apply({'params': params}, jnp.asarray(tokens))[0])
 
 
@@ -173,7 +173,7 @@ def moe_jax_config(**model):
 
 
 def random_params(config, seed):
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   params = transformer.Transformer(cfg).init(jax.random.key(seed),
                                              jnp.zeros((1, 4), jnp.int32))['params']
   rng = np.random.default_rng(seed)

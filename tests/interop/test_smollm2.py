@@ -67,7 +67,7 @@ def test_weights_tokenizer_and_logits_match_transformers(reference):
   ids = np.asarray(want[:256])[None]
   with torch.no_grad():
     exact = model(torch.tensor(ids)).logits.numpy()
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   got = np.asarray(transformer.Transformer(cfg).apply({'params': params}, jnp.asarray(ids))[0])
   assert np.max(np.abs(got - exact)) < 5e-4
   assert np.array_equal(got.argmax(-1), exact.argmax(-1))

@@ -54,7 +54,7 @@ def tiny_config(vocab_size=61, **moe):
 
 
 def tiny_model_config(**moe):
-  return model_config.ModelConfig.from_config(tiny_config(**moe))
+  return model_config.from_config(tiny_config(**moe))
 
 
 def tokens(batch, length, vocab_size=61, seed=0):

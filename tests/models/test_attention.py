@@ -18,7 +18,7 @@ def _cfg(num_experts=0, **model):
   config.model.update(dict(dict(vocab_size=61, d_model=32, num_heads=4, num_kv_heads=2,
                                 head_dim=8, d_ff=48), **model))
   config.moe.update(num_experts=num_experts, top_k=2)
-  return model_config.ModelConfig.from_config(config)
+  return model_config.from_config(config)
 
 
 def _init(cfg, seed=0):

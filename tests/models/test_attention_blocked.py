@@ -82,7 +82,7 @@ def test_model_loss_and_gradients_match():
   results = []
   for name in ('reference', 'blocked'):
     base.model.attention = name
-    cfg = model_config.ModelConfig.from_config(base)
+    cfg = model_config.from_config(base)
     results.append(fixtures.packed_loss_and_grads(cfg, fixtures.random_params(cfg), batch))
   (l_ref, g_ref), (l_blk, g_blk) = results
   np.testing.assert_allclose(l_blk, l_ref, rtol=1e-5)
@@ -101,7 +101,7 @@ def test_auto_resolves_per_platform_and_bad_name_is_refused():
   config = fixtures.tiny_config()
   config.model.attention = 'flash'
   with pytest.raises(ConfigError, match='model.attention'):
-    model_config.ModelConfig.from_config(config)
+    model_config.from_config(config)
 
 
 def test_decode_steps_match_reference():
@@ -114,7 +114,7 @@ def test_decode_steps_match_reference():
   for name in ('reference', 'blocked'):
     config = fixtures.tiny_config()
     config.model.attention = name
-    cfg = model_config.ModelConfig.from_config(config)
+    cfg = model_config.from_config(config)
     model, params = transformer.Transformer(cfg), fixtures.random_params(cfg)
     full = jnp.zeros((2, 5), jnp.int32)
     cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(

@@ -68,7 +68,7 @@ def test_model_loss_and_gradients_match_reference():
   results = []
   for name in ('reference', 'cudnn'):
     base.model.attention = name
-    cfg = model_config.ModelConfig.from_config(base)
+    cfg = model_config.from_config(base)
     run = jax.jit(fixtures.packed_loss_and_grads, static_argnums=0)
     results.append(run(cfg, fixtures.random_params(cfg), batch))
   (l_ref, g_ref), (l_cud, g_cud) = results
@@ -83,11 +83,11 @@ def test_refused_where_cudnn_cannot_run():
   base = fixtures.tiny_config()
   base.model.attention = 'cudnn'
   with pytest.raises(ConfigError, match=r"needs model.dtype in .* got float32"):
-    model_config.ModelConfig.from_config(base)
+    model_config.from_config(base)
   base.model.dtype = 'bfloat16'
   base.model.head_dim = 12
   with pytest.raises(ConfigError, match='multiple of 8 and <= 256, got 12'):
-    model_config.ModelConfig.from_config(base)
+    model_config.from_config(base)
   with pytest.raises(ConfigError, match="'cudnn' runs on a GPU"):
     attention.resolve('cudnn', 'tpu')
   assert attention.resolve('cudnn', 'gpu') == 'cudnn'
@@ -141,7 +141,7 @@ def test_the_widest_head_is_taken_and_one_step_wider_refused(capability, widest)
     attention_cudnn.check('bfloat16', widest + step, widest)
   base = fixtures.tiny_config()
   base.model.update(attention='cudnn', dtype='bfloat16', head_dim=256)
-  model_config.ModelConfig.from_config(base)
+  model_config.from_config(base)
   base.model.head_dim = 256 + step
   with pytest.raises(ConfigError, match=rf'<= 256, got {256 + step}'):
-    model_config.ModelConfig.from_config(base)
+    model_config.from_config(base)

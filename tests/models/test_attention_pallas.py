@@ -52,7 +52,7 @@ def test_model_loss_gradients_and_decode_match_reference():
   results = []
   for name in ('reference', 'pallas'):
     base.model.attention = name
-    cfg = model_config.ModelConfig.from_config(base)
+    cfg = model_config.from_config(base)
     model, params = transformer.Transformer(cfg), fixtures.random_params(cfg)
     cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(
         lambda: model.init(jax.random.key(0), tokens, segment_ids=seg, positions=pos,

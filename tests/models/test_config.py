@@ -1,4 +1,4 @@
-"""ModelConfig.from_config: resolution of defaults, layer patterns, one-line errors."""
+"""models/config.from_config: resolution of defaults, layer patterns, one-line errors."""
 import dataclasses
 import math
 
@@ -8,13 +8,14 @@ from configs import common
 
 from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config
+from moe_jax.schema import model as model_schema
 from tests.models import fixtures
 
 
 def _build(model=None, **moe):
   config = fixtures.tiny_config(**moe)
   config.model.update(model or {})
-  return model_config.ModelConfig.from_config(config)
+  return model_config.from_config(config)
 
 
 def test_defaults_are_resolved():
@@ -26,9 +27,9 @@ def test_defaults_are_resolved():
 
 def test_vocab_size_from_tokenizer():
   config = fixtures.tiny_config(vocab_size=0)
-  assert model_config.ModelConfig.from_config(config, vocab_size=300).vocab_size == 300
+  assert model_config.from_config(config, vocab_size=300).vocab_size == 300
   with pytest.raises(ConfigError, match='model.vocab_size=0'):
-    model_config.ModelConfig.from_config(config)
+    model_config.from_config(config)
 
 
 @pytest.mark.parametrize('moe,layers,want', [
@@ -77,14 +78,14 @@ def test_unknown_key_is_rejected():
   with config.unlocked():
     config.moe.capcity_factor = 2.0
   with pytest.raises(ConfigError, match='moe.capcity_factor is not a known key'):
-    model_config.ModelConfig.from_config(config)
+    model_config.from_config(config)
 
 
 def test_dataclasses_mirror_common_groups():
   # Every key of configs/common.py reaches the model, and no field is unreachable.
   fields = lambda cls: {f.name for f in dataclasses.fields(cls)}
-  assert fields(model_config.ModelConfig) - {'moe'} == set(common.model().keys())
-  assert fields(model_config.MoEConfig) == set(common.moe().keys())
+  assert fields(model_schema.ModelConfig) - {'moe'} == set(common.model().keys())
+  assert fields(model_schema.MoEConfig) == set(common.moe().keys())
   assert hash(_build(num_experts=2))   # frozen: usable as a Linen module attribute
 
 

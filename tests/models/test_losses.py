@@ -119,9 +119,9 @@ def test_model_loss_and_gradients_match_the_reference(chunk):
   against the reference path (the model's own float32 logits), float32."""
   config = fixtures.tiny_config()
   config.model.loss_chunk = chunk
-  ref_cfg = model_config.ModelConfig.from_config(config)
+  ref_cfg = model_config.from_config(config)
   config.model.cross_entropy = 'fused'
-  fused_cfg = model_config.ModelConfig.from_config(config)
+  fused_cfg = model_config.from_config(config)
   params = fixtures.random_params(ref_cfg)
   tokens = fixtures.tokens(2, 17)
   batch = dict(inputs=tokens[:, :-1], targets=tokens[:, 1:],
@@ -149,4 +149,4 @@ def test_unknown_cross_entropy_is_a_config_error():
   config = fixtures.tiny_config()
   config.model.cross_entropy = 'fast'
   with pytest.raises(ConfigError, match=r"model.cross_entropy='fast' is not one of"):
-    model_config.ModelConfig.from_config(config)
+    model_config.from_config(config)

@@ -22,7 +22,7 @@ from moe_jax.train import optimizer
 def _cfg(name, vocab_size=None):
   config = common.base()
   presets.apply(config, name)
-  return model_config.ModelConfig.from_config(config, vocab_size=vocab_size)
+  return model_config.from_config(config, vocab_size=vocab_size)
 
 
 def _tree_size(cfg):
@@ -47,7 +47,7 @@ def test_accounting_counts_variants(moe, tie, model):
   config.model.tie_embeddings = tie
   config.model.update(model)
   config.moe.update(moe)
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   assert _tree_size(cfg) == accounting.counts(cfg).total
 
 

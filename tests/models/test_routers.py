@@ -89,5 +89,5 @@ def test_hash_router_checks_its_options():
   with pytest.raises(ConfigError, match='moe.hash_seed=-1'):
     fixtures.tiny_model_config(num_experts=4, router='hash', hash_seed=-1)
   with pytest.raises(ConfigError, match='moe.use_bias needs'):
-    model_config.ModelConfig.from_config(fixtures.tiny_config(
+    model_config.from_config(fixtures.tiny_config(
         num_experts=4, router='hash', use_bias=True))

@@ -5,7 +5,6 @@ and gradient accumulation, is in tests/train/test_memory_paths.py)."""
 import itertools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -18,7 +17,7 @@ from tests.models import fixtures
 def _cfg(scan_layers=False, num_layers=2, **moe):
   config = fixtures.tiny_config(**moe)
   config.model.update(num_layers=num_layers, scan_layers=scan_layers)
-  return model_config.ModelConfig.from_config(config)
+  return model_config.from_config(config)
 
 
 def test_groups_cover_every_stack():

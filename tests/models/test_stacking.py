@@ -15,7 +15,7 @@ _KEYS = {'model.vocab_size': 61, 'model.num_layers': 5, 'moe.every': 2, 'moe.use
 
 
 def _params(config):
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   model = transformer.Transformer(cfg)
   return cfg, model.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))['params']
 

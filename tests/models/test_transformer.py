@@ -214,9 +214,9 @@ def test_bfloat16_compute_matches_float32():
   (eps 2**-8; two layers, the worst logit observed ~1.4 % of the largest) and
   returns float32 logits; a nonzero difference shows bf16 really ran."""
   config = fixtures.tiny_config(num_experts=4)
-  cfg32 = model_config.ModelConfig.from_config(config)
+  cfg32 = model_config.from_config(config)
   config.model.dtype = 'bfloat16'
-  cfg16 = model_config.ModelConfig.from_config(config)
+  cfg16 = model_config.from_config(config)
   tokens_BL = fixtures.tokens(2, 7)
   params = fixtures.random_params(cfg32, std=0.3)
   want, _ = _apply(cfg32, params, tokens_BL)

@@ -45,7 +45,7 @@ def test_dense_and_moe_rows(tmp_path):
   assert dense['N1'] == dense['N2'] == dense['N_total'] and dense['P'] == 1.0
   assert (moe['kind'], moe['D1'], moe['n_expert'], moe['top_k']) == ('moe', tokens, 8, 2)
   # N1 of a MoE is its dense counterpart; seed 002 eqs. 4-6 differ by the experts.
-  cfg = model_config.ModelConfig.from_config(common.base(), vocab_size=1)
+  cfg = model_config.from_config(common.base(), vocab_size=1)
   expert, router = 3 * cfg.d_model * cfg.d_ff, cfg.d_model * 8
   assert moe['N1'] == dense['N1'] == accounting.counts(cfg).active_nonembed
   assert moe['N2'] - moe['N1'] == cfg.num_layers * (1 * expert + router)        # top-2 vs 1 MLP

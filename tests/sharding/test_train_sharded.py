@@ -104,7 +104,7 @@ def test_mesh_matches_one_device(name, one_device, tmp_path):
 def test_moe_block_under_expert_mesh_is_expert_parallel():
   c = tiny.config()
   c.model.vocab_size = 64
-  block = moe.MoE(model_config.ModelConfig.from_config(c))
+  block = moe.MoE(model_config.from_config(c))
   x_BLD = jax.random.normal(jax.random.key(1), (4, 8, c.model.d_model))
   tokens_BL = jnp.zeros((4, 8), jnp.int32)
   valid_BL = jnp.arange(8) < jnp.array([[8], [8], [5], [0]])   # some padding

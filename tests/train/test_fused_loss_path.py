@@ -51,7 +51,7 @@ def _step_jaxpr(cross_entropy, grad_accum_steps, loss_chunk):
   config = tiny.config(**{'model.cross_entropy': cross_entropy, 'model.loss_chunk': loss_chunk,
                           'moe.num_experts': 0, 'model.vocab_size': 61, 'batch_size': 4,
                           'seq_len': 16})
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   model = transformer.Transformer(cfg)
   params = jax.eval_shape(lambda: stacking.stack(model.init(
       jax.random.key(0), jnp.zeros((1, config.seq_len), jnp.int32))['params'], cfg))

@@ -45,7 +45,7 @@ def _step(config, mesh=None):
   """(new state, metrics) of one step from a fixed init on a fixed batch. The
   step runs on the train layout (scan columns stacked under scan_layers,
   models/stacking.py); the state comes back in the `layers_{i}` one."""
-  cfg = model_config.ModelConfig.from_config(config)
+  cfg = model_config.from_config(config)
   model = transformer.Transformer(cfg)
   params = stacking.stack(
       model.init(jax.random.key(0), jnp.zeros((1, config.seq_len), jnp.int32))['params'], cfg)
@@ -204,7 +204,7 @@ def test_bf16_first_moment():
 def _auto(platform='cpu', rows=8, **keys):
   """The microbatch count grad_accum_steps=0 resolves to for one device's rows."""
   config = _config(**keys)
-  return accumulate.steps(config, model_config.ModelConfig.from_config(config), rows, platform)
+  return accumulate.steps(config, model_config.from_config(config), rows, platform)
 
 
 def test_auto_accumulation_takes_cache_sized_microbatches_on_cpu_only():

@@ -1,7 +1,6 @@
 """The memory report (`python -m moe_jax.plan --memory`, moe_jax/train/memory.py):
 its byte counts add up, the batch it says fits does, the memory paths lower
 what they should, and bad input is a one-line error."""
-import json
 import os
 import re
 import subprocess
@@ -30,7 +29,7 @@ def _config(**overrides):
 def test_bytes_add_up_and_the_fitted_batch_fits():
   config = _config()
   out = memory.report(config, batch_per_device=4, device_memory=None)
-  model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+  model = transformer.Transformer(model_config.from_config(config))
   n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(
       transformer.abstract_params(model, 8)))
   assert out['params'] == 4 * n_params

@@ -8,6 +8,7 @@ import pytest
 from configs import common
 from moe_jax.errors import ConfigError
 from moe_jax.train import optimizer
+from moe_jax.workdir import config_check
 
 
 def _opt(**kw):
@@ -51,9 +52,13 @@ def test_a_transition_keeps_the_run_schedule():
                                [plain(s) for s in (60, 80, 109)])
 
 
-def test_unknown_schedule_is_a_config_error():
-  with pytest.raises(ConfigError, match="opt.schedule='step'"):
-    optimizer.schedule(_opt(schedule='step'), 100)
+@pytest.mark.parametrize('key, value', [('schedule', 'step'), ('router_lr_multiplier', 0.0)])
+def test_a_bad_opt_value_is_refused_before_the_optimizer_is_built(key, value):
+  """The trainer's check (workdir/config_check.py) reads opt's bounds from its fields."""
+  config = common.base()
+  config.opt[key] = value
+  with pytest.raises(ConfigError, match=f'^opt.{key}={value!r} '):
+    config_check.check_run(config)
 
 
 def test_decay_mask_and_frozen_router_bias():
@@ -85,5 +90,3 @@ def test_router_lr_multiplier_scales_the_router_weights_update_only():
   np.testing.assert_allclose(scaled['moe']['router']['w'], 10 * plain['moe']['router']['w'])
   np.testing.assert_allclose(scaled['mlp']['wi_0'], plain['mlp']['wi_0'])
   assert not np.any(scaled['moe']['router']['bias'])
-  with pytest.raises(ConfigError, match='opt.router_lr_multiplier=0'):
-    optimizer.make(_opt(router_lr_multiplier=0.0), 10, params)

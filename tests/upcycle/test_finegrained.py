@@ -22,8 +22,8 @@ def _configs(arg):
 
 def _grow(src_c, dst_c, seed=0):
   tokens = np.random.default_rng(seed).integers(0, 11, size=(2, 13)).astype(np.int32)
-  src_model = transformer.Transformer(model_config.ModelConfig.from_config(src_c))
-  dst_model = transformer.Transformer(model_config.ModelConfig.from_config(dst_c))
+  src_model = transformer.Transformer(model_config.from_config(src_c))
+  dst_model = transformer.Transformer(model_config.from_config(dst_c))
   src = src_model.init(jax.random.key(seed), tokens)['params']
   abstract = jax.eval_shape(lambda: dst_model.init(jax.random.key(0), tokens)['params'])
   recipe = recipes.build('finegrained', src_c, dst_c, src_c.upcycle.args)
@@ -91,10 +91,10 @@ def test_bad_args_are_one_line(arg, match):
 
 
 def _expand(src_c, params, factor, args):
-  src_model = transformer.Transformer(model_config.ModelConfig.from_config(src_c))
+  src_model = transformer.Transformer(model_config.from_config(src_c))
   dst_c = src_c.copy_and_resolve_references()
   dst_c.moe.num_experts *= factor
-  dst_model = transformer.Transformer(model_config.ModelConfig.from_config(dst_c))
+  dst_model = transformer.Transformer(model_config.from_config(dst_c))
   tokens = np.random.default_rng(5).integers(0, 11, size=(2, 13)).astype(np.int32)
   abstract = jax.eval_shape(lambda: dst_model.init(jax.random.key(0), tokens)['params'])
   dst = mapping.transform(recipes.build('expand_experts', src_c, dst_c, args), params, abstract,

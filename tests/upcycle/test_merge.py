@@ -107,7 +107,7 @@ def _batch(tokens_BL):
 
 
 def _logits(config, params, tokens_BL):
-  model = transformer.Transformer(model_config.ModelConfig.from_config(config))
+  model = transformer.Transformer(model_config.from_config(config))
   return np.asarray(model.apply({'params': params}, tokens_BL)[0])
 
 

@@ -22,7 +22,7 @@ from tests.upcycle import toy
 
 
 def _model(c):
-  return transformer.Transformer(model_config.ModelConfig.from_config(c))
+  return transformer.Transformer(model_config.from_config(c))
 
 
 def _tokens():

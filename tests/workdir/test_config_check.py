@@ -1,14 +1,15 @@
 """The checks before anything is written take each key's bounds from its
-group's dataclass: every bounded field refuses a value past its bound in one
-line naming the key, and the optimizer does the same for `opt`."""
+field in the schema: every bounded field of every group (schema.GROUPS, `opt`
+and `upcycle` included) refuses a value past its bound in one line naming
+the key."""
 import dataclasses
 
 import pytest
 
 from configs import common
-from moe_jax import config_group
+from moe_jax import schema
 from moe_jax.errors import ConfigError
-from moe_jax.train import config as train_config, optimizer
+from moe_jax.schema import field
 from moe_jax.workdir import config_check
 
 
@@ -36,25 +37,39 @@ def _refused(check, config, group, f):
   assert message.startswith(f'{key}=') and '\n' not in message, message
 
 
-@pytest.mark.parametrize('group, f', [(group, f) for group, cls in config_check.GROUPS
+@pytest.mark.parametrize('group, f', [(group, f) for group, cls in schema.GROUPS.items()
                                       for f in _bounded(cls)],
                          ids=lambda x: getattr(x, 'name', x))
 def test_check_run_refuses_a_value_past_its_dataclass_bound(group, f):
   _refused(config_check.check_run, common.base(), group, f)
 
 
-@pytest.mark.parametrize('f', _bounded(train_config.OptConfig), ids=lambda f: f.name)
-def test_the_optimizer_refuses_an_opt_value_past_its_bound(f):
-  _refused(lambda c: optimizer.schedule(c.opt, c.total_steps), common.base(), 'opt', f)
+def test_every_group_is_checked():
+  """opt and upcycle too, which sit above workdir/: one table, one check."""
+  groups = {group for group, cls in schema.GROUPS.items() if _bounded(cls)}
+  assert {'', 'model', 'moe', 'opt', 'data', 'ckpt', 'upcycle'} <= groups
+
+
+@pytest.mark.parametrize('group, key, value, message', [
+    ('model', 'scan_layers', 1, 'model.scan_layers=1 must be true or false'),
+    ('mesh', 'rules', None, 'mesh.rules=None must be a string'),
+    ('model', 'rope_factor', float('inf'), 'model.rope_factor=inf must be a finite number'),
+])
+def test_an_unbounded_key_of_another_type_is_refused(group, key, value, message):
+  config = common.base()
+  with config.unlocked(), config.ignore_type():
+    config[group][key] = value
+  with pytest.raises(ConfigError, match=f'^{message}$'):
+    config_check.check_run(config)
 
 
 def test_a_bound_is_read_from_the_dataclass(monkeypatch):
   """Tightening a field's metadata is all it takes to refuse a value."""
-  f = next(f for f in dataclasses.fields(train_config.OptConfig) if f.name == 'warmup_steps')
+  f = next(f for f in dataclasses.fields(schema.GROUPS['opt']) if f.name == 'warmup_steps')
   monkeypatch.setattr(f, 'metadata', dict(f.metadata, bounds=(('<=', 10),)))
-  config_group.check('opt', dict(common.opt(), warmup_steps=10), train_config.OptConfig)
+  field.check('opt', dict(common.opt(), warmup_steps=10), schema.GROUPS['opt'])
   with pytest.raises(ConfigError, match=r'^opt.warmup_steps=11 must be an integer <= 10$'):
-    config_group.check('opt', dict(common.opt(), warmup_steps=11), train_config.OptConfig)
+    field.check('opt', dict(common.opt(), warmup_steps=11), schema.GROUPS['opt'])
 
 
 @pytest.mark.parametrize('value, message', [
@@ -64,7 +79,7 @@ def test_a_bound_is_read_from_the_dataclass(monkeypatch):
 ])
 def test_a_bounded_float_takes_finite_numbers_only(value, message):
   with pytest.raises(ConfigError, match=f'^{message}$'):
-    config_group.check('opt', dict(common.opt(), lr=value), train_config.OptConfig)
+    field.check('opt', dict(common.opt(), lr=value), schema.GROUPS['opt'])
 
 
 def test_upcycle_step_is_a_step_of_the_run():

@@ -24,14 +24,10 @@ import functools
 import ml_collections
 import numpy as np
 
-from moe_jax import registry
+from moe_jax import registry, schema
 from moe_jax.data import corpus, packing
 from moe_jax.errors import ConfigError
 
-# Keys that fix every source's stream: the batch a step reads, and the tokens.
-COMMON_KEYS = ('seed', 'batch_size', 'seq_len', 'data.source', 'data.tokenizer',
-               'data.bpe_vocab_size', 'data.val_fraction', 'data.split_seed', 'data.part',
-               'data.cpt_fraction')
 REGISTRY = registry.Registry('data.source')
 
 
@@ -39,7 +35,7 @@ class Source:
   """The interface. In-memory sources define `documents` (and `pack` when
   packing differs); the rest has defaults."""
   name = None
-  keys = ()   # data.* keys besides COMMON_KEYS that fix the stream
+  keys = ()   # data.* keys besides schema.STREAM_KEYS that fix the stream
   brings_tokenizer = False   # `tokenizer` reads it from the corpus (which a workdir copies)
 
   def documents(self, data):
@@ -87,8 +83,10 @@ def get(name):
 
 def stream_keys(*configs):
   """The keys that fix the data stream of any of `configs` (a resumed run must
-  match them all); a source that no longer exists adds none."""
-  keys = list(COMMON_KEYS)
+  match them all): every source's (the fields marked `stream` in
+  moe_jax/schema/: the batch a step reads, and the tokens) and each one's own;
+  a source that no longer exists adds none."""
+  keys = list(schema.STREAM_KEYS)
   for config in configs:
     for key in getattr(REGISTRY.entries.get(config['data']['source']), 'keys', ()):
       if key not in keys:

@@ -24,7 +24,5 @@ class Hash(routers.Base):
 
   @staticmethod
   def check(moe):
-    if moe.hash_seed < 0:
-      raise ConfigError(f'moe.hash_seed={moe.hash_seed} must be >= 0')
     if moe.use_bias:
       raise ConfigError("moe.use_bias needs moe.router='learned' (a hash router has no scores)")

@@ -1,8 +1,8 @@
-"""The trainer's config groups: `opt` (train/optimizer.py, which checks it
-when it builds the schedule) and `phases` (train/phases.py)."""
+"""The trainer's config groups: `opt` (train/optimizer.py) and `phases`
+(train/phases.py)."""
 import dataclasses
 
-from moe_jax.config_group import field
+from moe_jax.schema.field import field
 
 SCHEDULES = ('wsd', 'cosine', 'constant')
 DECAY_SHAPES = ('linear', 'cosine', 'sqrt')
@@ -27,9 +27,11 @@ class OptConfig:
   decay_shape: str = field('linear', choices=DECAY_SHAPES)
   final_lr_fraction: float = field(0.0, at_least=0.0, at_most=1.0)
   rewarm_steps: int = field(0, at_least=0)   # a second warmup after an in-run upcycle transition
-  # Adam's first moment: '' (as the params) | float32 | bfloat16.
-  mu_dtype: str = field('', choices=MU_DTYPES)
-  router_lr_multiplier: float = field(1.0, above=0.0)   # the routers' weights learn at this x LR
+  # Adam's first moment: '' (as the params) | float32 | bfloat16 (edc4fca; before
+  # it, as the params).
+  mu_dtype: str = field('', choices=MU_DTYPES, added='')
+  # The routers' weights learn at this x LR (890832d).
+  router_lr_multiplier: float = field(1.0, above=0.0, added=1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +40,9 @@ class PhasesConfig:
   `fractions`; in phase i opt's LR is scaled by lr[i] and the balance and
   z-loss weights by balance[i] and z_loss[i]. Seed 001's three-phase CPT is
   configs/common.py's SEED001_PHASES (`config.phases.update(SEED001_PHASES)`).
-  Empty fractions: one phase, nothing scaled."""
-  fractions: tuple = ()
-  lr: tuple = ()
-  balance: tuple = ()
-  z_loss: tuple = ()
+  Empty fractions: one phase, nothing scaled, as every run before the group
+  had (d317086)."""
+  fractions: tuple = field((), added=[])
+  lr: tuple = field((), added=[])
+  balance: tuple = field((), added=[])
+  z_loss: tuple = field((), added=[])
