@@ -13,19 +13,12 @@ class UpcycleConfig:
   dense_to_moe). These defaults are the config's (configs/common.py builds the
   group from them). `step` is a step of the run: workdir/config_check.py
   checks it against total_steps; transition.target_config the other bounds,
-  and each recipe its args (expand_experts: utility_metric, which is also its
-  arg)."""
+  and each recipe its args (its options, in its file)."""
   step: int = 0                  # in-run transition step tau (0: none)
   recipe: str = ''               # a recipe of upcycle/recipes/ (dense_to_moe, ...)
   factor: int = field(2, at_least=2)   # expansion factor m (experts, or depth)
-  split_bias: bool = False       # expand_experts: router biases x 1/m (its args.split_bias)
   args: dict = dataclasses.field(default_factory=dict)    # recipe options: its file in recipes/
   target: dict = dataclasses.field(default_factory=dict)  # overrides of the target config
-  # args.allocation=utility: grad_norm | saliency | weight_norm | curvature, over
-  # this many batches (curvature needs many: utility.py); expand_experts' args
-  # of the same names take these unless set.
-  utility_metric: str = 'grad_norm'
-  utility_batches: int = field(64, at_least=0)
   # Validation batches for the function-preservation report: two forward passes
   # each (SmolLM2-135M's whole upcycle at 4, batch 8 x 512: 7 min of CPU,
   # docs/interop.md; laptop minutes).

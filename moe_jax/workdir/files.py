@@ -5,6 +5,7 @@ one-line errors.
   run.json     what a run is, for tools that must not import the model:
                parameter counts, FLOPs per token, tokens per step (written by
                the trainer at start; scaling_laws/collect reads it)
+  upcycle_report.json  a growth's report (transition.report_record; `read_report`)
 and reads the trainer's metrics.jsonl (`metrics`).
 
 Writes are atomic (moe_jax/atomic.py): a reader sees the old file or the new
@@ -26,6 +27,7 @@ from moe_jax.workdir import config_types
 CONFIG = 'config.json'
 RUN = 'run.json'
 METRICS = 'metrics.jsonl'
+REPORT = 'upcycle_report.json'   # a growth's report: upcycle/transition.py report_record
 CHECKPOINTS = 'checkpoints'   # the Orbax step directories of a workdir
 
 
@@ -53,6 +55,22 @@ def check_dir_writable(path, what):
     raise ConfigError(f'{what} {path} is not writable' if existing == path else
                       f'{what} {path}: {existing} is not writable')
 
+
+
+def read_report(workdir):
+  """`workdir`/upcycle_report.json in the schema of transition.report_record,
+  or None when the run did not grow. A report of the in-run transition written
+  before that schema held the recipe's name as `recipe` and its replica counts
+  as `counts`: they read as recipe.recipe and recipe.args.counts (its rules,
+  source and seed were not recorded)."""
+  path = os.path.join(workdir, REPORT)
+  if not os.path.exists(path):
+    return None
+  record = read_json(path)
+  if isinstance(record.get('recipe'), str):
+    args = {'counts': record.pop('counts')} if 'counts' in record else {}
+    record['recipe'] = dict(recipe=record['recipe'], args=args)
+  return record
 
 
 def metrics(workdir):
@@ -88,7 +106,7 @@ def last_val_loss(workdir, first, last):
 ADDED = {
     # 3486b55: the in-run transition; no run before it grew in-run.
     'upcycle.factor': 2, 'upcycle.report_batches': 4, 'upcycle.seed': 0, 'upcycle.source': '',
-    'upcycle.target': {}, 'upcycle.utility_batches': 8, 'upcycle.utility_metric': 'grad_norm',
+    'upcycle.target': {},
     'mesh.num_devices': 0,                                      # f563b3b: every device
     'model.qk_norm': False, 'model.qkv_bias': False, 'model.rope_scaling': 'none',  # 81ac58c
     'model.rope_factor': 8.0, 'model.rope_low_freq_factor': 1.0,
@@ -105,7 +123,6 @@ ADDED = {
     'model.attention': 'reference',                             # 9b88ab5: whole-array attention
     'model.scan_layers': False,                                 # 65811f0
     'moe.router_loss_reduction': 'sum',                         # 21b6cc9
-    'upcycle.split_bias': False,                                # a9e83fc
     'data.part': '', 'data.cpt_fraction': 0.5,                  # 802a292: every document
     'opt.router_lr_multiplier': 1.0,                            # 890832d
     'model.cross_entropy': 'reference',                         # ce36b46
@@ -115,13 +132,42 @@ ADDED = {
 
 def upgrade(record):
   """`record`, a config as a dict, with each key of ADDED it lacks set to
-  the value runs had before the key existed (in place; returned)."""
+  the value runs had before the key existed, and the upcycle group's keys
+  that became recipe args moved (upgrade_recipe_args; in place; returned)."""
   for dotted, value in ADDED.items():
     *groups, key = dotted.split('.')
     node = record
     for group in groups:
       node = node.setdefault(group, {})
     node.setdefault(key, copy.deepcopy(value))
+  return upgrade_recipe_args(record)
+
+
+# Keys of the upcycle group that became one recipe's args (upcycle.args.KEY),
+# each with its default then, which that recipe's arg of the same name has
+# too: the recipe read the group's value wherever its args left the key out.
+MOVED_TO_ARGS = {'utility_metric': 'grad_norm', 'utility_batches': 64, 'split_bias': False}
+
+
+def upgrade_recipe_args(record):
+  """An old config's upcycle.KEY of MOVED_TO_ARGS moved to upcycle.args.KEY
+  where the args leave it out (as the recipe read it), and dropped where it
+  holds its default (what the recipe's own default gives), so a config
+  written before the move reads as the same run (in place; returned).
+
+  Knowing no recipe, this moves a value that is not the default whatever
+  upcycle.recipe names: every config saved so far with one (the committed
+  results of docs/ included) names the recipe that had these args or none;
+  a recipe without them then refuses the key (recipes.parse) rather than
+  ignoring it."""
+  up = record.get('upcycle')
+  if not isinstance(up, dict):
+    return record
+  for key, default in MOVED_TO_ARGS.items():
+    if key in up:
+      value = up.pop(key)
+      if value != default:
+        up.setdefault('args', {}).setdefault(key, value)
   return record
 
 

@@ -39,3 +39,14 @@ def test_every_added_key_is_a_key_and_a_full_config_is_left_alone():
   config = json.loads(common.base().to_json())
   assert [k for k in files.ADDED if files.get(config, k) is None] == []
   assert files.upgrade(json.loads(common.base().to_json())) == config
+
+
+def test_the_upcycle_keys_that_became_recipe_args_move_into_them():
+  """Moved where the args leave them out and not at their default (which the
+  recipe's own default gives), else dropped: the recipe reads what it read."""
+  record = {'upcycle': {'recipe': 'r', 'args': {'utility_batches': 3}, 'split_bias': True,
+                        'utility_metric': 'grad_norm', 'utility_batches': 2}}
+  assert files.upgrade_recipe_args(record) == {
+      'upcycle': {'recipe': 'r', 'args': {'utility_batches': 3, 'split_bias': True}}}
+  defaults = {'upcycle': {'recipe': '', 'args': {}, **files.MOVED_TO_ARGS}}
+  assert files.upgrade_recipe_args(defaults) == {'upcycle': {'recipe': '', 'args': {}}}
