@@ -2,7 +2,7 @@
 bound itself and one step either side: at_least / at_most take the bound,
 above / below refuse it, the step outside is refused and the step inside
 taken. The fields are found, not listed: every dataclass of a module that
-declares fields with config_group.field."""
+declares fields with config_group.field (the recipes' options too)."""
 import dataclasses
 import importlib
 import math
@@ -27,8 +27,8 @@ def _bounded_fields():
       with open(path) as f:
         if not name.endswith('.py') or 'config_group import field' not in f.read():
           continue
-      module = importlib.import_module(
-          os.path.relpath(path, _ROOT)[:-len('.py')].replace(os.sep, '.'))
+      module = importlib.import_module(os.path.relpath(path, _ROOT)[:-len('.py')].replace(
+          os.sep, '.').removesuffix('.__init__'))
       for cls in vars(module).values():
         if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == module.__name__:
           for f in dataclasses.fields(cls):
@@ -60,7 +60,8 @@ def _passes(cls, f, value):
 def test_the_typed_groups_declare_bounds():
   names = {(cls.__name__, f.name) for cls, f, _, _ in _FIELDS}
   assert {('RunConfig', 'total_steps'), ('OptConfig', 'b1'), ('UpcycleConfig', 'factor'),
-          ('DataConfig', 'worker_count'), ('MoEConfig', 'z_loss_weight')} <= names
+          ('DataConfig', 'worker_count'), ('MoEConfig', 'z_loss_weight'),
+          ('Options', 'utility_batches')} <= names   # a recipe's options (expand_experts)
 
 
 @pytest.mark.parametrize('cls, f, op, bound', _FIELDS,

@@ -3,15 +3,17 @@ the trainer (in-run, at step tau) run.
 
   dst_config = transition.target_config(config, num_sources)
   n = transition.batches_needed(config)          # training batches per source
-  growth = transition.grow(config, dst_config, [recipes.Input(cfg, params, batches, ckpt, step)],
+  growth = transition.grow(config, dst_config,
+                           [recipes.Input(cfg, params, batches, source=ckpt, step=step)],
                            report_batches=[val_batches])
   growth.params, growth.recipe, growth.reports    # one report per source
   growth.record                                   # upcycle_report.json: report_record
 
 `config` is a full training config whose `upcycle` group names the recipe;
 the recipe declares its sources, batches and `prepare` (recipes/__init__.py),
-so nothing here names a recipe or an allocation. Nothing here imports the
-trainer.
+so nothing here names a recipe, an allocation or a recipe's option. Nothing
+here imports the trainer, which writes `growth.record` as the upcycle command
+does.
 """
 from typing import Any, NamedTuple
 
@@ -23,7 +25,6 @@ from moe_jax.errors import ConfigError
 from moe_jax.models import config as model_config, losses, transformer
 from moe_jax.upcycle import config as upcycle_config, forward, mapping, recipes
 from moe_jax.workdir import lineage
-
 
 
 def abstract_params(config):

@@ -5,32 +5,32 @@
 
 Each module of this package is one recipe (or a family: grow_depth.py also
 registers `dus`) and owns everything about it: its options (a frozen
-dataclass of Options: each arg one field, with its default and its bounds or
-choices, config_group.field), the target config it grows into (`target`),
-whether `upcycle.factor` applies, and the rules. The module's docstring is its description. A new recipe is one
-file here plus its config in configs/upcycle/ and its test (docs/architecture.md).
+dataclass subclassing Options, one field per arg with its default and its
+bounds or choices: config_group.field), the target config it grows into
+(`target`), whether `upcycle.factor` applies, and the rules. The module's
+docstring is its description. A new recipe is one file here plus its config
+in configs/upcycle/ and its test (docs/architecture.md).
 
 `src_config` and `dst_config` are full training configs (ConfigDicts with the
 `model` and `moe` groups of configs/common.py); `args` is `config.upcycle.args`
 (a dict or ConfigDict), parsed once into the recipe's options (`parse`: an
 unknown key, a value of another type or out of its bounds is a one-line
-ConfigError naming upcycle.args.KEY); the recipe's functions get that
-frozen instance. Everything per layer
-(replica counts from utility scores, layer maps) is computed by the recipe,
-before the jitted map. Rules are matched against target paths, first match
-wins; the last rule of every recipe copies whatever else is unchanged
-(attention, norms, embeddings, lm_head, shared experts). `recipe.fresh` lists
-the target patterns made from nothing. Every recipe accepts `opt_policy`
-(reset | copy | scale, see mapping.map_opt_state; a field of Options), kept
-in `recipe.opt_policy` for in-run transitions.
+ConfigError naming upcycle.args.KEY); the recipe's functions get that frozen
+instance. Everything per layer (replica counts from utility scores, layer
+maps) is computed by the recipe, before the jitted map. Rules are matched
+against target paths, first match wins; the last rule of every recipe copies
+whatever else is unchanged (attention, norms, embeddings, lm_head, shared
+experts). `recipe.fresh` lists the target patterns made from nothing. Every
+recipe accepts `opt_policy` (reset | copy | scale, see mapping.map_opt_state;
+a field of Options), kept in `recipe.opt_policy` for in-run transitions.
 
 A recipe also declares its inputs (`register`'s keywords): how many sources
 it grows (`sources='one'`, or `'several'`: the rules then read source i's
 params under `source_prefix(i)`), how many training batches of each source
 it reads before it builds (`batches(options)`), and `prepare(inputs,
 options, seed)`, which turns those sources and batches into data-derived
-options (utility scores, router rows). transition.grow runs them in that order, for the
-upcycle command and the trainer's in-run transition alike.
+options (utility scores, router rows). transition.grow runs them in that
+order, for the upcycle command and the trainer's in-run transition alike.
 """
 import dataclasses
 import importlib
