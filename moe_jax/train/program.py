@@ -124,10 +124,10 @@ def upcycle(program, dst_config, state, mesh, batches=(), report_batches=(),
   (transition.batches_needed).
 
   Returns the target Program, the grown state (params by the recipe, the
-  optimizer state by its policy) and the transition.Growth (its reports:
-  none without `report_batches`; its recipe and report record). The transition reads and writes
-  the checkpoint layout. `say(message)` hears each phase that compiles before
-  it starts.
+  optimizer state by its policy) and the transition.Growth (its reports,
+  none without `report_batches`; its recipe; its record, the report the
+  trainer writes). The transition reads and writes the checkpoint layout.
+  `say(message)` hears each phase that compiles before it starts.
 
   Its programs, each compiled once (tests/train/test_transition_compiles.py
   holds the list): the old state into the checkpoint layout (`unstack`,

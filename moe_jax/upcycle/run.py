@@ -104,11 +104,10 @@ def upcycle_checkpoint(up_config, srcs, dst, overwrite=False):
       start_step=0, how='upcycle', parent=dict(checkpoint=sources[0].ckpt, step=sources[0].step),
       tokens_per_step=run_info['tokens_per_step'], model=run_info['model'], **parents)
   # The tokenizer files are the same in every source (checked).
+  meta = dict(upcycled_from=sources[0].ckpt if one else [s.ckpt for s in sources],
+              recipe=up.recipe, seed=up.seed)
   write_workdir(dst, sources[0].workdir, dst_config, growth.record, run_info, history,
-                growth.params,
-                dict(upcycled_from=sources[0].ckpt if one else [s.ckpt for s in sources],
-                     recipe=up.recipe, seed=up.seed),
-                records=growth.recipe.records, data_state=data_state)
+                growth.params, meta, records=growth.recipe.records, data_state=data_state)
   return growth.record
 
 
