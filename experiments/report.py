@@ -216,7 +216,7 @@ def _load_run(run_dir, entry):
     wall += max(time.time() - status['started'], 0.0)
   step = metrics[-1]['step'] if metrics else 0
   per_step = config['batch_size'] * config['seq_len'] if config else 0
-  up = sweep.read_json(os.path.join(run_dir, 'upcycle_report.json'))
+  up = files.read_report(run_dir)
   return dict(
       name=entry['name'], state=status.get('state', 'not started'),
       overrides=entry['overrides'], parents=entry['parents'], config=config, metrics=metrics,

@@ -19,6 +19,7 @@ of drift. With --out it writes that table as JSON, with provenance
 last digit only on one commit, one machine and one XLA build: the drift
 printed is what a claim must be larger than to survive a rerun.
 """
+import copy
 import math
 import os
 import re
@@ -31,6 +32,7 @@ from experiments import launch, provenance, report
 from experiments.seed000 import analysis
 from moe_jax import cli, containment
 from moe_jax.errors import ConfigError
+from moe_jax.schema import upcycle as upcycle_schema
 from moe_jax.workdir import files
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,9 +104,22 @@ def _flat(d, prefix=''):
   return out
 
 
+def _as_today(config):
+  """A config with the upcycle keys that became recipe args moved there
+  (schema/upcycle.py: upgrade_recipe_args), and those args left out at the default they
+  moved with: set or left out, the recipe reads the same value."""
+  config = upcycle_schema.upgrade_recipe_args(copy.deepcopy(config))
+  args = (config.get('upcycle') or {}).get('args') or {}
+  for key, default in upcycle_schema.MOVED_TO_ARGS.items():
+    if key in args and args[key] == default:
+      del args[key]
+  return config
+
+
 def config_changes(old, new):
-  """['key: old -> new'] of two configs (a key one of them lacks: '<none>')."""
-  a, b = _flat(old), _flat(new)
+  """['key: old -> new'] of two configs (a key one of them lacks: '<none>'),
+  both read as today's (`_as_today`)."""
+  a, b = _flat(_as_today(old)), _flat(_as_today(new))
   return [f'{k}: {a.get(k, "<none>")} -> {b.get(k, "<none>")}'
           for k in sorted(set(a) | set(b)) if a.get(k, '<none>') != b.get(k, '<none>')]
 

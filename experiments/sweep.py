@@ -18,6 +18,7 @@ import re
 
 from experiments import hyper
 from moe_jax.errors import ConfigError
+from moe_jax.schema import upcycle as upcycle_schema
 from moe_jax.workdir import files
 
 SWEEP_FILE, OVERRIDES_FILE = 'sweep.json', 'overrides.json'
@@ -195,7 +196,19 @@ def _apply(config, point):
   return config
 
 
+# The free-form dicts of the upcycle group (a recipe's args, the target's
+# overrides): a point's dict replaces one whole, as its flag does (a config
+# holding two recipes' transitions gives each point its recipe's args).
+_DICTS = tuple(f'config.upcycle.{f.name}' for f in dataclasses.fields(upcycle_schema.UpcycleConfig)
+               if f.type is dict)
+
+
 def _check_type(key, old, new):
+  if key in _DICTS:
+    if not isinstance(new, dict):
+      raise ConfigError(f'sweep value {key}={new!r} is a {type(new).__name__}; the config '
+                        'holds a dict there, which a point replaces whole')
+    return
   kinds = (bool, int, float, str, tuple)
   if not isinstance(old, kinds):
     raise ConfigError(f'{key} holds a {type(old).__name__}, which a flag can not override')

@@ -1,7 +1,8 @@
 """Every bound a config field declares (moe_jax/schema/field.py), at the
 bound itself and one step either side: at_least / at_most take the bound,
 above / below refuse it, the step outside is refused and the step inside
-taken. The fields are found, not listed: every group of schema.GROUPS."""
+taken. The fields are found, not listed: every group of schema.GROUPS and
+every recipe's options (upcycle/recipes/)."""
 import dataclasses
 import math
 
@@ -10,6 +11,7 @@ import pytest
 from moe_jax import schema
 from moe_jax.errors import ConfigError
 from moe_jax.schema import field
+from moe_jax.upcycle import recipes
 
 _INCLUSIVE = {'>=': True, '<=': True, '>': False, '<': False}
 _LOWER = {'>=': True, '>': True, '<=': False, '<': False}
@@ -17,7 +19,8 @@ _LOWER = {'>=': True, '>': True, '<=': False, '<': False}
 
 def _bounded_fields():
   """(dataclass, field, op, bound) of every declared bound."""
-  return [(cls, f, op, bound) for cls in schema.GROUPS.values() for f in dataclasses.fields(cls)
+  classes = [*schema.GROUPS.values(), *(recipes.get(n).options for n in recipes.names())]
+  return [(cls, f, op, bound) for cls in classes for f in dataclasses.fields(cls)
           for op, bound in f.metadata.get('bounds', ())]
 
 
@@ -46,11 +49,13 @@ def test_the_typed_groups_declare_bounds():
   names = {(cls.__name__, f.name) for cls, f, _, _ in _FIELDS}
   assert {('RunConfig', 'total_steps'), ('OptConfig', 'b1'), ('UpcycleConfig', 'factor'),
           ('DataConfig', 'worker_count'), ('MoEConfig', 'z_loss_weight'),
-          ('ModelConfig', 'd_model')} <= names
+          ('ModelConfig', 'd_model'),
+          ('Options', 'utility_batches')} <= names   # a recipe's options (expand_experts)
 
 
 @pytest.mark.parametrize('cls, f, op, bound', _FIELDS,
-                         ids=[f'{c.__name__}.{f.name}{op}{b}' for c, f, op, b in _FIELDS])
+                         ids=[f'{c.__module__.rsplit(".", 1)[-1]}.{c.__name__}.{f.name}{op}{b}'
+                              for c, f, op, b in _FIELDS])
 def test_each_bound_at_and_beside_itself(cls, f, op, bound):
   integer = f.type is int
   at = int(bound) if integer else float(bound)

@@ -29,13 +29,13 @@ from moe_jax.upcycle import recipes
 def get_config(arg=None):
   up, d = common.upcycle(), recipes.defaults('expand_experts')
   arg = common.parse_arg(arg, factor=up.factor, allocation=d['allocation'],
-                         metric=up.utility_metric, batches=up.utility_batches,
+                         metric=d['utility_metric'], batches=d['utility_batches'],
                          layout=d['layout'], delta=d['delta'], expert=d['expert_heuristic'],
                          router=d['router_heuristic'], rule=d['utility_allocation'],
                          granularity=d['granularity'])
   up.recipe, up.factor = 'expand_experts', arg.factor
-  up.utility_metric, up.utility_batches = arg.metric, arg.batches
   up.args = common.expand_args(arg.allocation, arg.delta, arg.expert, arg.router, arg.layout,
                                arg.rule)
-  up.args.granularity = arg.granularity
+  up.args.update(utility_metric=arg.metric, utility_batches=arg.batches,
+                 granularity=arg.granularity)
   return up

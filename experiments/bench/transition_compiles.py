@@ -59,8 +59,8 @@ def main(argv=None):
   reports = [mesh_step.synthetic_batch(c)] * min(c.upcycle.report_batches, c.eval_batches)
   del compiles.events[:]
   t0 = time.perf_counter()
-  new, grown, _, _ = program_lib.upcycle(program, transition.target_config(c), state, mesh, (),
-                                         reports, print)
+  new, grown, _ = program_lib.upcycle(program, transition.target_config(c), state, mesh, (),
+                                      reports, print)
   jax.block_until_ready(grown)
   t1, in_transition = time.perf_counter(), len(compiles.events)
   manager = checkpoint.Manager(args.ckpt_dir, async_save=False)

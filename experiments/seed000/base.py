@@ -51,9 +51,9 @@ def config(arg, experts=None):
   # copy's option dicts are empty, so a sweep names any heuristic (its default
   # variant, Table 8's best) without option keys of another heuristic.
   config.upcycle.args = common.expand_args(allocation='utility')
-  config.upcycle.utility_metric = 'grad_norm'
+  config.upcycle.args.utility_metric = 'grad_norm'   # a key the sweeps override
   if arg.small:
-    config.upcycle.utility_batches = 2
+    config.upcycle.args.utility_batches = 2
   return config
 
 

@@ -89,13 +89,13 @@ def strategies(arg=None):
 def strategy(name):
   """The config overrides of a duplication strategy."""
   if name == 'equal_draw':
-    return {'upcycle.args.allocation': 'utility', 'upcycle.utility_metric': 'weight_norm',
+    return {'upcycle.args.allocation': 'utility', 'upcycle.args.utility_metric': 'weight_norm',
             'upcycle.args.utility_allocation': 'equal'}
   if name == 'random':
     return {'upcycle.args.allocation': 'uniform', 'upcycle.args.expert_heuristic': 'random'}
   if name == 'uniform':
     return {'upcycle.args.allocation': 'uniform'}
-  return {'upcycle.args.allocation': 'utility', 'upcycle.utility_metric': name}
+  return {'upcycle.args.allocation': 'utility', 'upcycle.args.utility_metric': name}
 
 
 def _prefix(seed):

@@ -17,7 +17,7 @@ E = 4, 8, 16, 32 (the seed's four rows, K/E = 25% ... 3.1% at top-2):
 The dense run `s{s}_dense` is shared by every row and top-k of a seed. At
 top-1 with renormalised gates the E -> 2E copies are function-preserving if
 the router's selection biases (loss-free balancing) are halved with the
-softmax scores the copies split, so top-1 rows set upcycle.split_bias (exact
+softmax scores the copies split, so top-1 rows set upcycle.args.split_bias (exact
 up to the replicas' U(-delta, delta) bias noise, which can flip near-ties:
 tests/upcycle/test_preservation.py); at top-2 copies are not preserving
 (they tie and push out the next-best expert), and top-2 rows keep the
@@ -116,7 +116,9 @@ def get_hyper(h, arg=None):
     points.append(dict(common, name=names['upcycled'], resume_from=h.run(
         names['fixed'], step=tau), **{'config.moe.num_experts': e,
                                       'config.upcycle.recipe': 'expand_experts',
-                                      'config.upcycle.split_bias': k == 1}))
+                                      # the whole args: the config's hold none
+                                      **({'config.upcycle.args': {'split_bias': True}}
+                                         if k == 1 else {})}))
     points.append(dict(common, name=names['sparse'], resume_from=h.run(
         f's{s}_dense', step=tau), **{'config.moe.num_experts': 0,
                                      'config.upcycle.recipe': 'dense_to_moe'}))

@@ -58,5 +58,5 @@ def get_hyper(h, arg=None):
       points.append(base.upcycled(h, 'fixed', tau, total, run, {key: name}))
   for metric, run in table['utility']:
     points.append(base.upcycled(h, 'fixed', tau, total, run, {
-        'upcycle.args.allocation': 'utility', 'upcycle.utility_metric': metric}))
+        'upcycle.args.allocation': 'utility', 'upcycle.args.utility_metric': metric}))
   return points

@@ -54,14 +54,15 @@ def upgrade(record):
   value runs had before the key existed (in place; returned). A config read
   from disk is upgraded once, where it is read: config.json
   (workdir/files.read_config_record) and a checkpoint's meta
-  (workdir/checkpoint.Manager.restore)."""
+  (workdir/checkpoint.Manager.restore). The upcycle group's keys that became
+  a recipe's args move there (upcycle.upgrade_recipe_args)."""
   for dotted, value in added().items():
     *groups, key = dotted.split('.')
     node = record
     for group in groups:
       node = node.setdefault(group, {})
     node.setdefault(key, copy.deepcopy(value))
-  return record
+  return upcycle.upgrade_recipe_args(record)
 
 
 def check(config, groups=None):

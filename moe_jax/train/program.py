@@ -117,16 +117,17 @@ def evaluate(program, params, batches):
 
 
 def upcycle(program, dst_config, state, mesh, batches=(), report_batches=(),
-            say=lambda message: None):
+            say=lambda message: None, source=''):
   """The in-run transition at the current step (seed 000's upcycle at tau):
-  transition.grow of the one in-memory source with the training `batches` its
-  recipe reads (transition.batches_needed).
+  transition.grow of the one in-memory source (`source`: the run's workdir,
+  for the report) with the training `batches` its recipe reads
+  (transition.batches_needed).
 
   Returns the target Program, the grown state (params by the recipe, the
-  optimizer state by its policy), the function-preservation report ({}
-  without `report_batches`) and the recipe. The transition reads and writes
-  the checkpoint layout. `say(message)` hears each phase that compiles before
-  it starts.
+  optimizer state by its policy) and the transition.Growth (its reports,
+  none without `report_batches`; its recipe; its record, the report the
+  trainer writes). The transition reads and writes the checkpoint layout.
+  `say(message)` hears each phase that compiles before it starts.
 
   Its programs, each compiled once (tests/train/test_transition_compiles.py
   holds the list): the old state into the checkpoint layout (`unstack`,
@@ -141,7 +142,8 @@ def upcycle(program, dst_config, state, mesh, batches=(), report_batches=(),
   new = build(dst_config, mesh, start_step=int(state.step))
   old, target = program.to_checkpoint(state), new.checkpoint_state
   growth = transition.grow(program.config, dst_config,
-                           [recipes.Input(program.config, old.params, tuple(batches))],
+                           [recipes.Input(program.config, old.params, tuple(batches), source,
+                                          int(state.step))],
                            [report_batches] if report_batches else None,
                            _shardings(target.params), say)
   stack = functools.partial(stacking.stack, cfg=new.model.cfg)
@@ -156,7 +158,7 @@ def upcycle(program, dst_config, state, mesh, batches=(), report_batches=(),
   say(f'the optimizer state by {growth.recipe.opt_policy!r} and the grown train layout')
   grown = placement.on_mesh(mesh, jax.jit(grown_state, out_shardings=new.state_shardings))(
       state.step, growth.params, old.opt_state)
-  return new, grown, (growth.reports or [{}])[0], growth.recipe
+  return new, grown, growth
 
 
 def _shardings(abstract):

@@ -331,18 +331,19 @@ def train_and_evaluate(config, workdir, stop_at=None):
                                f's): {message}')
     batches = _peek(config, tokenizer, train_it, transition.batches_needed(config))
     report_batches = (val_batches or pipeline.eval_batches(config, tokenizer))
-    program, state, report, recipe = program_lib.upcycle(
-        program, dst_config, state, mesh, batches, report_batches[:up.report_batches], say)
+    program, state, growth = program_lib.upcycle(
+        program, dst_config, state, mesh, batches, report_batches[:up.report_batches], say,
+        source=os.path.abspath(workdir))
     interrupts.holds = None   # grown, and its lineage about to be written
     say('done; the grown model\'s train step compiles at its first step')
+    report = transition.preserved(growth.reports)
     grown = transition.grow_lineage(
-        history, tau, config, recipe, report, workdir=workdir, start_step=tau, how='in_run',
-        parent=dict(workdir=os.path.abspath(workdir), step=tau),
+        history, tau, config, growth.recipe, report, workdir=workdir, start_step=tau,
+        how='in_run', parent=dict(workdir=os.path.abspath(workdir), step=tau),
         tokens_per_step=run_info['tokens_per_step'], model=run_info['grown'])
     _write_json(workdir, lineage.FILE, grown)
-    counts = {'counts': recipe.args['counts']} if 'counts' in recipe.args else {}
-    _write_json(workdir, 'upcycle_report.json', dict(report, step=tau, recipe=up.recipe, **counts))
-    for name, record in (recipe.records or {}).items():
+    _write_json(workdir, files.REPORT, growth.record)
+    for name, record in (growth.recipe.records or {}).items():
       _write_json(workdir, name, record)
     return program, state, grown, {f'upcycle/{k}': v for k, v in report.items()}
 

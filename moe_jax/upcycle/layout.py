@@ -67,7 +67,7 @@ def replica_slots(counts, layout):
 
 def grouped(slots, group):
   """Slots of experts from slots of virtual groups of `group` contiguous
-  experts (finegrained.py): group j's copy is experts j G .. j G + G - 1, kept
+  experts (a fine-grained MoE's): group j's copy is experts j G .. j G + G - 1, kept
   contiguous and in order, so a copied group stays whole wherever it goes."""
   member = np.arange(group)
   return Slots((slots.src_of[:, None] * group + member).reshape(-1).astype(np.int32),
@@ -85,7 +85,7 @@ def _units(config):
   period = config.moe.every if config.moe.num_experts else 1
   body = config.model.num_layers - first
   if body <= 0 or body % period:
-    raise ConfigError(f'grow_depth needs model.num_layers - moe.first_dense = {body} to be a '
+    raise ConfigError(f'depth growth needs model.num_layers - moe.first_dense = {body} to be a '
                       f'positive multiple of moe.every={period}')
   return first, period, body // period
 

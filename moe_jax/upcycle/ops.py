@@ -149,8 +149,8 @@ def extend_router(slots, heuristic='copy', options=None, delta=0.0, bias_scale=1
   columns copied to replicas with a Table 10 heuristic; replicas' biases get
   U(-delta, delta) noise (one draw per copied group of `group` experts), the
   originals' router parameters stay unchanged.
-  `bias_scale` then multiplies every target bias (grow_width: 1/m where the
-  copies split a softmax score m ways, so selection by score + bias keeps its
+  `bias_scale` then multiplies every target bias (1/m where the copies split
+  a softmax score m ways, so selection by score + bias keeps its
   order)."""
   kw = heuristics.options('router', heuristic, options)
 

@@ -83,7 +83,8 @@ def upcycle_checkpoint(up_config, srcs, dst, overwrite=False):
   for s in sources:
     params, data = s.restore(mesh)
     data_state = data if one else None
-    inputs.append(recipes.Input(s.config, params, s.batches(num_batches, data_state)))
+    inputs.append(recipes.Input(s.config, params, s.batches(num_batches, data_state), s.ckpt,
+                                s.step))
   dst_abstract = transition.abstract_params(dst_config)
   growth = transition.grow(
       config, dst_config, inputs,
@@ -91,10 +92,7 @@ def upcycle_checkpoint(up_config, srcs, dst, overwrite=False):
       placement.param_shardings(dst_abstract, mesh, config.mesh))
   for i, (s, r) in enumerate(zip(sources, growth.reports)):
     check_report(r, f'checkpoint {s.ckpt}' if one else f'--src {i} ({s.ckpt})')
-  per_source = [dict(r, source=s.ckpt) for s, r in zip(sources, growth.reports)]
-  preserved = growth.reports[0] if one else transition.summary(growth.reports)
-  report = dict(per_source[0] if one else dict(preserved, sources=per_source),
-                recipe=growth.recipe.describe(), seed=up.seed)
+  preserved = transition.preserved(growth.reports)
 
   dst_config.upcycle.source = sources[0].ckpt
   run_info = run_record.build(dst_config, source=run_record.source_info(sources[0].ckpt))
@@ -106,11 +104,11 @@ def upcycle_checkpoint(up_config, srcs, dst, overwrite=False):
       start_step=0, how='upcycle', parent=dict(checkpoint=sources[0].ckpt, step=sources[0].step),
       tokens_per_step=run_info['tokens_per_step'], model=run_info['model'], **parents)
   # The tokenizer files are the same in every source (checked).
-  write_workdir(dst, sources[0].workdir, dst_config, report, run_info, history, growth.params,
-                dict(upcycled_from=sources[0].ckpt if one else [s.ckpt for s in sources],
-                     recipe=up.recipe, seed=up.seed),
-                records=growth.recipe.records, data_state=data_state)
-  return report
+  meta = dict(upcycled_from=sources[0].ckpt if one else [s.ckpt for s in sources],
+              recipe=up.recipe, seed=up.seed)
+  write_workdir(dst, sources[0].workdir, dst_config, growth.record, run_info, history,
+                growth.params, meta, records=growth.recipe.records, data_state=data_state)
+  return growth.record
 
 
 def write_workdir(dst, tokenizer_workdir, dst_config, report, run_info, history, params, meta,
@@ -124,7 +122,7 @@ def write_workdir(dst, tokenizer_workdir, dst_config, report, run_info, history,
       if os.path.exists(os.path.join(tokenizer_workdir, name)):
         shutil.copy(os.path.join(tokenizer_workdir, name), tmp)
     files.write_config(tmp, dst_config)
-    files.write_json(os.path.join(tmp, 'upcycle_report.json'), report)
+    files.write_json(os.path.join(tmp, files.REPORT), report)
     for name, record in (records or {}).items():
       files.write_json(os.path.join(tmp, name), record)
     run_record.write(tmp, run_info)

@@ -134,6 +134,6 @@ def check_distinct(srcs, sources):
     real = os.path.realpath(source.ckpt)
     if real in seen:
       raise ConfigError(f'--src names checkpoint {real} twice ({seen[real]} and {given}); '
-                        'merge distinct checkpoints (for copies of one model, use '
-                        'configs/upcycle/dense_to_moe.py)')
+                        'merge distinct checkpoints (copies of one model are a recipe '
+                        'of one source)')
     seen[real] = given

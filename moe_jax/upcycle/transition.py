@@ -3,16 +3,18 @@ the trainer (in-run, at step tau) run.
 
   dst_config = transition.target_config(config, num_sources)
   n = transition.batches_needed(config)          # training batches per source
-  growth = transition.grow(config, dst_config, [recipes.Input(cfg, params, batches)],
+  growth = transition.grow(config, dst_config,
+                           [recipes.Input(cfg, params, batches, source=ckpt, step=step)],
                            report_batches=[val_batches])
   growth.params, growth.recipe, growth.reports    # one report per source
+  growth.record                                   # upcycle_report.json: report_record
 
 `config` is a full training config whose `upcycle` group names the recipe;
 the recipe declares its sources, batches and `prepare` (recipes/__init__.py),
-so nothing here names a recipe or an allocation. Nothing here imports the
-trainer.
+so nothing here names a recipe, an allocation or a recipe's option. Nothing
+here imports the trainer, which writes `growth.record` as the upcycle command
+does.
 """
-import math
 from typing import Any, NamedTuple
 
 import jax
@@ -24,38 +26,30 @@ from moe_jax.models import config as model_config, losses, transformer
 from moe_jax.upcycle import forward, mapping, recipes
 from moe_jax.workdir import lineage
 
-# Group keys a recipe with an arg of that name takes unless its args set it:
-# one config can hold two recipes' transitions (a sweep's points pick the
-# recipe; args of one would be unknown to the other), and configs written
-# before the utility keys became expand_experts' args still load.
-_GROUP_ARGS = ('factor', 'split_bias', 'utility_metric', 'utility_batches')
-
 
 def abstract_params(config):
   return transformer.abstract_params(forward.model(config), config.seq_len)
 
 
-def _args(up, num_sources=1):
-  """upcycle.args as a dict, with the group keys of _GROUP_ARGS (split_bias
-  only when set) and, for a several-source recipe, `num_sources`."""
+def options(up, num_sources=1):
+  """The recipe's options parsed from upcycle.args (recipes.parse: an option
+  named `factor` takes upcycle.factor where the args leave it out) and, for a
+  several-source recipe, `num_sources`."""
   args = up.args.to_dict() if hasattr(up.args, 'to_dict') else dict(up.args)
-  spec = recipes.get(up.recipe)
-  for key in _GROUP_ARGS:
-    if key in spec.defaults and (key != 'split_bias' or up.split_bias):
-      args.setdefault(key, up[key])
-  if spec.sources == 'several':
+  if recipes.get(up.recipe).sources == 'several':
     given = args.get('num_sources') or num_sources
     if given != num_sources:
       raise ConfigError(f'upcycle.args.num_sources={given} but the growth has {num_sources} '
                         'sources (--src)')
     args['num_sources'] = num_sources
-  return args
+  return recipes.parse(up.recipe, args, up.factor)
 
 
 class Growth(NamedTuple):
   params: Any
   recipe: recipes.Recipe
   reports: list     # per source: its function-preservation report (none without batches)
+  record: dict      # the growth's report, upcycle_report.json (report_record)
 
 
 def target_config(config, num_sources=1):
@@ -70,13 +64,10 @@ def target_config(config, num_sources=1):
         '--src=A,B[,...])' if spec.sources == 'several' else
         f'upcycle.recipe={up.recipe} grows one source; got {num_sources}')
   schema.check(config, groups=('upcycle',))
-  args = _args(up, num_sources)
-  for key, value in args.items():
-    if isinstance(value, float) and not math.isfinite(value):
-      raise ConfigError(f'upcycle.args.{key}={value} must be a finite number')
+  opts = options(up, num_sources)
   dst = config.copy_and_resolve_references()
   if spec.target:   # the recipe's own change of shape
-    spec.target(dst, config, up.factor, {**spec.defaults, **args})
+    spec.target(dst, config, up.factor, opts)
   for group, overrides in up.target.items():
     if group not in dst:
       raise ConfigError(f'upcycle.target.{group} is not a config group')
@@ -98,8 +89,7 @@ def config_at(config, step):
 
 def batches_needed(config, num_sources=1):
   """Training batches per source the recipe reads before it builds."""
-  spec = recipes.get(config.upcycle.recipe)
-  return spec.batches({**spec.defaults, **_args(config.upcycle, num_sources)})
+  return recipes.get(config.upcycle.recipe).batches(options(config.upcycle, num_sources))
 
 
 def grow(config, dst_config, inputs, report_batches=None, out_shardings=None,
@@ -112,8 +102,8 @@ def grow(config, dst_config, inputs, report_batches=None, out_shardings=None,
   silent minute."""
   up = config.upcycle
   spec = recipes.get(up.recipe)
-  args = _args(up, len(inputs))
-  want = batches_needed(config, len(inputs))
+  opts = options(up, len(inputs))
+  want = spec.batches(opts)
   for i, source in enumerate(inputs):
     if len(source.batches) != want:
       raise ValueError(f'source {i} brought {len(source.batches)} training batches; '
@@ -121,8 +111,8 @@ def grow(config, dst_config, inputs, report_batches=None, out_shardings=None,
   if spec.prepare:
     if want:
       say(f'preparing {up.recipe} on {want} training batches per source')
-    args = spec.prepare(inputs, {**spec.defaults, **args}, up.seed)
-  recipe = recipes.build(up.recipe, config, dst_config, args)
+    opts = spec.prepare(inputs, opts, up.seed)
+  recipe = recipes.build(up.recipe, config, dst_config, opts)
   tree = (inputs[0].params if spec.sources == 'one' else
           {recipes.source_prefix(i): s.params for i, s in enumerate(inputs)})
   say(f'growing the params by {up.recipe} (one program of its rules)')
@@ -133,9 +123,9 @@ def grow(config, dst_config, inputs, report_batches=None, out_shardings=None,
         'forward before and after)')
     report = preservation_report(source.config, dst_config, source.params, params, batches)
     if spec.source_report:
-      report.update(spec.source_report(dst_config, params, batches, i, recipe.args))
+      report.update(spec.source_report(dst_config, params, batches, i, opts))
     reports.append(report)
-  return Growth(params, recipe, reports)
+  return Growth(params, recipe, reports, report_record(inputs, reports, recipe, up.seed))
 
 
 def summary(reports):
@@ -145,6 +135,35 @@ def summary(reports):
   mean = lambda k: sum(r[k] * r['tokens'] for r in reports) / tokens
   return dict(loss_before=mean('loss_before'), loss_after=mean('loss_after'),
               max_abs_dlogits=max(r['max_abs_dlogits'] for r in reports), tokens=tokens)
+
+
+def preserved(reports):
+  """The growth's function-preservation numbers: source 0's report, several
+  sources' summary, or {} without reports."""
+  if len(reports) < 2:
+    return dict(reports[0]) if reports else {}
+  return summary(reports)
+
+
+def report_record(inputs, reports, recipe, seed):
+  """The growth's report (files.REPORT, upcycle_report.json), one schema for
+  the upcycle command and the in-run transition:
+
+    loss_before, loss_after, max_abs_dlogits, tokens   `preserved(reports)`
+                 (absent without report batches)
+    source, step   where source 0 grew from: its checkpoint, or in-run the
+                 run's workdir, at that step
+    recipe       recipe.describe(): its name, resolved args (with what it
+                 chose per layer, e.g. replica counts) and rules
+    seed         upcycle.seed
+    sources      several sources only: each one's report with its source, step
+
+  Reports of older runs read in this schema through files.read_report."""
+  record = dict(preserved(reports), source=inputs[0].source, step=inputs[0].step,
+                recipe=recipe.describe(), seed=seed)
+  if len(inputs) > 1:
+    record['sources'] = [dict(r, source=s.source, step=s.step) for s, r in zip(inputs, reports)]
+  return record
 
 
 def provenance(config, recipe):

@@ -21,7 +21,7 @@ with g the gradient averaged over the batches (seed 000 eqs. 19-20, Table 4):
                a noise-dominated term falls only as 1/batches, so it needs
                many: on a trained tiny model 8 batches still allocated
                uniformly and 64 did not (tests/upcycle/test_utility.py),
-               hence the default upcycle.utility_batches=64.
+               hence the default upcycle.args.utility_batches=64.
 
 Allocation (`upcycle.args.utility_allocation`) turns scores into replica
 counts r_e >= 1 summing to m * E; dhondt and proportional give equal scores

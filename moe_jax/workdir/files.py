@@ -5,6 +5,7 @@ one-line errors.
   run.json     what a run is, for tools that must not import the model:
                parameter counts, FLOPs per token, tokens per step (written by
                the trainer at start; scaling_laws/collect reads it)
+  upcycle_report.json  a growth's report (transition.report_record; `read_report`)
 and reads the trainer's metrics.jsonl (`metrics`).
 
 Writes are atomic (moe_jax/atomic.py): a reader sees the old file or the new
@@ -24,6 +25,7 @@ from moe_jax.json_file import read_json  # pylint: disable=unused-import (files.
 CONFIG = 'config.json'
 RUN = 'run.json'
 METRICS = 'metrics.jsonl'
+REPORT = 'upcycle_report.json'   # a growth's report: upcycle/transition.py report_record
 CHECKPOINTS = 'checkpoints'   # the Orbax step directories of a workdir
 
 
@@ -51,6 +53,22 @@ def check_dir_writable(path, what):
     raise ConfigError(f'{what} {path} is not writable' if existing == path else
                       f'{what} {path}: {existing} is not writable')
 
+
+
+def read_report(workdir):
+  """`workdir`/upcycle_report.json in the schema of transition.report_record,
+  or None when the run did not grow. A report of the in-run transition written
+  before that schema held the recipe's name as `recipe` and its replica counts
+  as `counts`: they read as recipe.recipe and recipe.args.counts (its rules,
+  source and seed were not recorded)."""
+  path = os.path.join(workdir, REPORT)
+  if not os.path.exists(path):
+    return None
+  record = read_json(path)
+  if isinstance(record.get('recipe'), str):
+    args = {'counts': record.pop('counts')} if 'counts' in record else {}
+    record['recipe'] = dict(recipe=record['recipe'], args=args)
+  return record
 
 
 def metrics(workdir):

@@ -38,6 +38,8 @@ def cli(*args, env=None):
     ("h.sweep('config.opt.lr', [True])", 'config.opt.lr=True is a bool'),
     ("h.sweep('config.seed', [1.5])", 'config.seed=1.5 is a float'),
     ("h.sweep('config.moe', [1])", 'config.moe holds a ConfigDict'),
+    ("h.sweep('config.upcycle.args', [1])",
+     'config.upcycle.args=1 is a int; the config holds a dict there'),
     ("h.sweep('seed', [1])", "sweep key 'seed' is neither config.<path> nor one of name"),
     ("h.sweep('config.seed', [0, 0])", "points 1 and 2 of the sweep share the run name 'run'"),
     ("h.sweep('name', ['a', 'a'])", "points 1 and 2 of the sweep share the run name 'a'"),

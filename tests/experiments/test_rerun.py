@@ -3,6 +3,7 @@ committed against now, and the refusals that keep it away from the docs.
 
 rerun_fixture.json is what `python -m experiments.quickstart --arg=small`
 wrote (one seed of configs/quickstart.py:small, 8 steps)."""
+import copy
 import json
 import os
 import subprocess
@@ -37,6 +38,22 @@ def test_committed_files_without_a_sweep_key_map_to_their_sweeps():
 def test_config_changes_name_the_keys_that_moved():
   assert rerun.config_changes({'a': 1, 'b': {'c': 2}}, {'a': 1, 'b': {'c': 3, 'd': 0}}) == [
       'b.c: 2 -> 3', 'b.d: <none> -> 0']
+
+
+def test_a_committed_config_from_before_the_recipe_args_moved_compares_as_the_same_run():
+  """Table 5's top-1 expand_experts run kept split_bias on the upcycle group
+  (and the other two keys at their defaults); today its sweep sets it in
+  upcycle.args, and a sweep may set a moved key at its default there."""
+  _, _, configs = rerun.committed(os.path.join(runs.REPO, 'docs/seed000/table5_3seeds.json'))
+  old = configs['k1_s0_up_4']
+  assert old['upcycle']['split_bias'] is True and old['upcycle']['args'] == {}
+  now = copy.deepcopy(old)
+  for key in ('split_bias', 'utility_metric', 'utility_batches'):
+    del now['upcycle'][key]
+  now['upcycle']['args'] = {'split_bias': True, 'utility_metric': 'grad_norm'}
+  assert rerun.config_changes(old, now) == []
+  now['upcycle']['args'] = {}
+  assert rerun.config_changes(old, now) == ['upcycle.args.split_bias: True -> <none>']
 
 
 @pytest.mark.parametrize('kwargs, message', [

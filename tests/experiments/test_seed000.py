@@ -330,7 +330,7 @@ def test_table4_greedy_rule_with_its_equal_draw_control_plan():
   assert {p['config.seed'] for p in points.values()} == set(range(6))
   control = points['s5_cpt=25_equal_draw']
   assert control['config.upcycle.args.utility_allocation'] == 'equal'
-  assert control['config.upcycle.utility_metric'] == 'weight_norm'   # no gradients taken
+  assert control['config.upcycle.args.utility_metric'] == 'weight_norm'   # no gradients taken
   assert control['resume_from'] == hyper.run('s5_fixed', step=800)
   assert 'config.upcycle.args.utility_allocation' not in points['s5_cpt=25_grad_norm']
   assert 'equal_draw' not in table4.strategies('allocation=dhondt')

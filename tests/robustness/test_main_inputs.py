@@ -183,8 +183,9 @@ ROWS = [
           r'upcycle.factor=0 must be an integer >= 2'),
     param('upcycle_report_batches', f'{NEW} {GROW} --config.upcycle.report_batches=-1',
           r'upcycle.report_batches=-1'),
-    param('upcycle_utility_batches', f'{NEW} {GROW} --config.upcycle.utility_batches=-1',
-          r'upcycle.utility_batches=-1'),
+    param('upcycle_utility_batches',
+          f'{NEW} {GROW} ' + "--config.upcycle.args={{'utility_batches':-1}}",
+          r'upcycle.args.utility_batches=-1 must be a non-negative integer'),
     # Checked with no transition set too: config.json records nothing out of bounds.
     param('upcycle_factor_one_without_a_transition', f'{NEW} --config.upcycle.factor=1',
           r'upcycle.factor=1 must be an integer >= 2'),

@@ -49,7 +49,7 @@ ROWS = [
     param('config_argument_not_a_number', f'{UP}:factor=abc --src={{wd}} --dst={{tmp}}/x',
           r"invalid literal for int\(\) with base 10: 'abc'"),
     param('metric_unknown', f'{UP}:allocation=utility,metric=bogus --src={{wd}} --dst={{tmp}}/x',
-          r"upcycle.utility_metric='bogus' is not one of"),
+          r"upcycle.args.utility_metric='bogus' is not one of"),
     param('seed_negative', f'{UP} --config.seed=-1 --src={{wd}} --dst={{tmp}}/x',
           r'upcycle.seed=-1 must be a non-negative integer'),
     param('delta_nan', f'{UP}:delta=nan --src={{wd}} --dst={{tmp}}/x',

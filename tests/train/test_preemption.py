@@ -72,11 +72,11 @@ from moe_jax.train import program, trainer
 from tests import compiles
 from tests.train import tiny
 upcycle, after = program.upcycle, []
-def term_then_upcycle(*args):
+def term_then_upcycle(*args, **kwargs):
   os.kill(os.getpid(), signal.SIGTERM)
   recording = compiles.recorded()
   after.append((recording, recording.__enter__()))
-  return upcycle(*args)
+  return upcycle(*args, **kwargs)
 program.upcycle = term_then_upcycle
 c = tiny.config(**{'eval_every_steps': 0, 'checkpoint_every_steps': 0})
 c.upcycle.update(step=3, recipe='expand_experts', factor=2)

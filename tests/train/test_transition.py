@@ -12,7 +12,7 @@ import pytest
 from moe_jax.errors import ConfigError
 from moe_jax.eval import norms, restore, validation
 from moe_jax.train import trainer
-from moe_jax.workdir import checkpoint
+from moe_jax.workdir import checkpoint, files
 from tests.train import tiny
 
 
@@ -81,9 +81,12 @@ def test_a_branch_of_fixed_e_at_tau_grows_first_and_matches_the_in_run_upcycle(t
   assert rows[0]['step'] == 3 and 'upcycle/loss_after' in rows[0]
   np.testing.assert_allclose([(r['step'], r['loss']) for r in rows[1:]], want, rtol=0, atol=0)
   assert _experts(branch, 6) == 8
-  with open(os.path.join(branch, 'upcycle_report.json')) as f:
-    counts = json.load(f)['counts']   # uniform duplication: two copies of each of 4 experts
+  report = files.read_report(branch)
+  counts = report['recipe']['args']['counts']   # uniform duplication: two copies of each of 4
   assert counts and all(c == [2, 2, 2, 2] for c in counts.values())
+  # The CLI's schema (transition.report_record): where it grew from, the recipe, its seed.
+  assert (report['source'], report['step'], report['seed']) == (os.path.abspath(branch), 3, 0)
+  assert report['recipe']['recipe'] == 'expand_experts' and report['recipe']['rules']
 
 
 def test_dense_to_moe_in_run_preserves_the_function(tmp_path):

@@ -30,10 +30,10 @@ def test_the_transition_compiles_its_programs_once_and_a_save_only_its_layout(tm
   state = program_lib.init_state(program, c.seed)
   say = []
   with compiles.recorded() as names:
-    new, grown, report, _ = program_lib.upcycle(
+    new, grown, growth = program_lib.upcycle(
         program, transition.target_config(c), state, mesh, (),
         [mesh_step.synthetic_batch(c)], say.append)
-  assert names == _TRANSITION and np.isfinite(report['loss_after'])
+  assert names == _TRANSITION and np.isfinite(growth.record['loss_after'])
   assert len(say) == 4   # a line before each program that compiles
   manager = checkpoint.Manager(str(tmp_path / 'checkpoints'), async_save=False)
   try:

@@ -81,6 +81,10 @@ def test_utility_expansion_saves_scores_and_overwrite_replaces(moe_workdir, tmp_
   report = run.upcycle_checkpoint(up, moe_workdir, str(dst), overwrite=True)
   assert not (dst / 'old.txt').exists() and os.listdir(tmp_path) == ['x2']
   assert report['loss_after'] != report['loss_before']   # top-k fixed: copies tie, not exact
+  # The one schema of transition.report_record (the in-run transition writes it too).
+  assert (report['source'], report['step'], report['seed']) == (
+      os.path.join(moe_workdir, 'checkpoints', '2'), 2, 0)
+  assert json.loads(json.dumps(report)) == json.loads((dst / 'upcycle_report.json').read_text())
   with open(dst / 'upcycle_scores.json') as f:
     scores = json.load(f)
   assert scores['metric'] == 'saliency' and scores['num_batches'] == 2

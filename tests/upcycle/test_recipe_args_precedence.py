@@ -1,11 +1,11 @@
-"""An arg a recipe was given (upcycle.args.KEY) wins over the upcycle group's
-key of the same name, which only fills it where the args leave it out
-(transition's group args: factor, split_bias, utility_metric,
-utility_batches). Seen from outside: the target's shape and the training
-batches the growth reads."""
+"""A recipe's options come from upcycle.args alone, but for `factor`: the
+upcycle group's expansion factor, shared by the recipes that grow by one,
+fills an option of that name where the args leave it out. Seen from
+outside: the target's shape and the training batches the growth reads."""
 import ml_collections
 import pytest
 
+from moe_jax.errors import ConfigError
 from moe_jax.upcycle import transition
 from tests.upcycle import toy
 
@@ -26,12 +26,17 @@ def test_a_given_factor_wins_and_the_group_fills_a_missing_one(recipe, key, per_
   assert filled.model[key] == 4 * per_factor
 
 
-def test_given_utility_args_win_over_the_group():
-  group = dict(utility_batches=64, utility_metric='grad_norm')
+def test_the_utility_options_are_the_recipes_args():
   moe = dict(num_experts=4)
-  given = _config('expand_experts', group, dict(allocation='utility', utility_batches=3), **moe)
+  given = _config('expand_experts', {}, dict(allocation='utility', utility_batches=3), **moe)
   assert transition.batches_needed(given) == 3
   no_grad = dict(allocation='utility', utility_metric='weight_norm')   # reads no batch
-  assert transition.batches_needed(_config('expand_experts', group, no_grad, **moe)) == 0
-  filled = _config('expand_experts', dict(utility_batches=5), dict(allocation='utility'), **moe)
-  assert transition.batches_needed(filled) == 5
+  assert transition.batches_needed(_config('expand_experts', {}, no_grad, **moe)) == 0
+  default = _config('expand_experts', {}, dict(allocation='utility'), **moe)
+  assert transition.batches_needed(default) == 64
+
+
+def test_another_recipe_refuses_them():
+  config = _config('grow_width', {}, dict(split_bias=True), num_experts=4)
+  with pytest.raises(ConfigError, match=r"\['split_bias'\] are not options of recipe"):
+    transition.target_config(config)

@@ -2,11 +2,14 @@
 target config, its args checked against its defaults, its rules run by the
 strict mapping and its provenance recorded, with no other file touched
 (docs/architecture.md)."""
+import dataclasses
+
 import jax
 import ml_collections
 import numpy as np
 import pytest
 
+from moe_jax.schema.field import field
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import mapping, paths, recipes, transition
 from moe_jax.upcycle.rules import Rule
@@ -14,26 +17,30 @@ from moe_jax.upcycle import ops
 from tests.upcycle import toy
 
 
-def _more_active(dst, src, factor, args):
+@dataclasses.dataclass(frozen=True)
+class _MoreActive(recipes.Options):
+  extra: int = field(1, at_least=1)   # an arg is one line
+
+
+def _more_active(dst, src, factor, a):
   del factor
-  dst.moe.top_k = src.moe.top_k + args['extra']
+  dst.moe.top_k = src.moe.top_k + a.extra
 
 
-def _toy_build(src, dst, args):
+def _toy_build(src, dst, a):
   """More active experts per token: the two layers' routers swapped, every other leaf copied."""
-  a = recipes.resolve('toy_more_active', args)
   recipes.same(src, dst, 'moe.num_experts')
   recipes.check_topk(dst, 'target')
   rules = (Rule(r'layers_0/moe/router/w', ('layers_1/moe/router/w',), ops.copy()),
            Rule(r'layers_1/moe/router/w', ('layers_0/moe/router/w',), ops.copy()),
            recipes.copy_rest())
-  return recipes.Recipe('toy_more_active', rules, a, a['opt_policy'])
+  return recipes.Recipe('toy_more_active', rules, recipes.as_dict(a), a.opt_policy)
 
 
 @pytest.fixture
 def toy_recipe(monkeypatch):
   monkeypatch.setattr(recipes.REGISTRY, 'entries', dict(recipes.REGISTRY.entries))
-  recipes.register('toy_more_active', dict(extra=1), target=_more_active,
+  recipes.register('toy_more_active', _MoreActive, target=_more_active,
                    description='k -> k + extra')(_toy_build)
   yield
 
@@ -72,3 +79,19 @@ def test_a_toy_recipe_registered_in_one_file_runs_end_to_end():
   config.upcycle.args = ml_collections.ConfigDict(dict(extra=1, alpha=0.5))
   with pytest.raises(ConfigError, match=r"\['alpha'\] are not options of recipe 'toy_more_active'"):
     recipes.build('toy_more_active', config, dst_config, config.upcycle.args)
+
+
+@pytest.mark.usefixtures('toy_recipe')
+@pytest.mark.parametrize('value, message', [
+    (0, r'^upcycle.args.extra=0 must be a positive integer$'),
+    ('2', r"^upcycle.args.extra='2' must be a positive integer$"),
+    (True, r'^upcycle.args.extra=True must be a positive integer$'),
+    (2.0, r'^upcycle.args.extra=2.0 must be a positive integer$')])
+def test_an_option_is_checked_by_its_field_before_any_params_are_read(value, message):
+  """The bounds of the options' dataclass field (schema/field.py), in
+  target_config, before the growth reads a source."""
+  config = toy.config(num_experts=4, top_k=1)
+  config.upcycle.recipe = 'toy_more_active'
+  config.upcycle.args = ml_collections.ConfigDict(dict(extra=value))
+  with pytest.raises(ConfigError, match=message):
+    transition.target_config(config)

@@ -9,7 +9,7 @@ import pytest
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
 from moe_jax.train import trainer
-from moe_jax.upcycle import paths, transition, utility
+from moe_jax.upcycle import paths, recipes, transition, utility
 from moe_jax.workdir import checkpoint
 from tests.train import tiny
 from tests.upcycle import toy
@@ -170,7 +170,7 @@ def test_curvature_allocation_is_not_uniform_on_a_trained_model(tmp_path):
   params, _ = checkpoint.restore_params(str(tmp_path), checkpoint.abstract_like(
       transition.abstract_params(config)))
   it = pipeline.train_iterator(config, pipeline.tokenizer_for(config, str(tmp_path)))
-  batches = [next(it) for _ in range(config.upcycle.utility_batches)]
+  batches = [next(it) for _ in range(recipes.defaults('expand_experts')['utility_batches'])]
   one = utility.model_scores(config, params, batches[:1], 'curvature')
   assert all(np.ptp(s) == 0 for s in one.values())
   scores = utility.model_scores(config, params, batches, 'curvature')

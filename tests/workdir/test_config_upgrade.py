@@ -4,6 +4,7 @@ import json
 
 from configs import common
 from moe_jax import schema
+from moe_jax.schema import upcycle as upcycle_schema
 from moe_jax.workdir import files, saved_config
 
 
@@ -39,3 +40,14 @@ def test_a_run_from_before_the_phases_group_gets_one(tmp_path):
 def test_a_full_config_is_left_alone():
   config = json.loads(common.base().to_json())
   assert schema.upgrade(json.loads(common.base().to_json())) == config
+
+
+def test_the_upcycle_keys_that_became_recipe_args_move_into_them():
+  """Moved where the args leave them out and not at their default (which the
+  recipe's own default gives), else dropped: the recipe reads what it read."""
+  record = {'upcycle': {'recipe': 'r', 'args': {'utility_batches': 3}, 'split_bias': True,
+                        'utility_metric': 'grad_norm', 'utility_batches': 2}}
+  assert upcycle_schema.upgrade_recipe_args(record) == {
+      'upcycle': {'recipe': 'r', 'args': {'utility_batches': 3, 'split_bias': True}}}
+  defaults = {'upcycle': {'recipe': '', 'args': {}, **upcycle_schema.MOVED_TO_ARGS}}
+  assert upcycle_schema.upgrade_recipe_args(defaults) == {'upcycle': {'recipe': '', 'args': {}}}

@@ -27,106 +27,112 @@ dense MLP, so a whole-group doubling is exact there
 (granularity=1) under the in_place layout, or drawing their bias noise apart,
 lets top-(k G) take part of a group and is not.
 """
+import dataclasses
+from typing import Any
+
 import numpy as np
 
+from moe_jax.schema.field import field
 from moe_jax.errors import ConfigError
-from moe_jax.upcycle import layout, ops, utility
+from moe_jax.upcycle import heuristics, layout, ops, utility
 from moe_jax.upcycle import recipes
 from moe_jax.upcycle.rules import Rule
 
 
+@dataclasses.dataclass(frozen=True)
+class Options(recipes.Options):
+  allocation: str = field('uniform', choices=('uniform', 'utility'))
+  scores: Any = None   # {layer: [E]} of allocation=utility: set by `prepare`, never by a config
+  utility_allocation: str = field('dhondt', choices=utility.ALLOCATIONS)
+  utility_metric: str = field('grad_norm', choices=utility.METRICS)
+  utility_batches: int = field(64, at_least=0)
+  layout: str = field('append', choices=layout.LAYOUTS)
+  expert_heuristic: str = field('copy', choices=tuple(heuristics.EXPERT))
+  expert_args: dict = dataclasses.field(default_factory=dict)
+  router_heuristic: str = field('copy', choices=tuple(heuristics.ROUTER))
+  router_args: dict = dataclasses.field(default_factory=dict)
+  delta: float = field(1e-3, at_least=0)
+  split_bias: bool = False
+  granularity: int = field(1, at_least=1)
+
+
 def _groups(src, a):
   """Virtual groups per layer (E / G), or a ConfigError naming granularity."""
-  g = a['granularity']
-  if isinstance(g, bool) or not isinstance(g, int) or g < 1 or src.moe.num_experts % g:
-    raise ConfigError(f'upcycle.args.granularity={g!r} must be a positive integer dividing '
-                      f'moe.num_experts={src.moe.num_experts}')
-  return src.moe.num_experts // g
+  if src.moe.num_experts % a.granularity:
+    raise ConfigError(f'upcycle.args.granularity={a.granularity!r} must be a positive integer '
+                      f'dividing moe.num_experts={src.moe.num_experts}')
+  return src.moe.num_experts // a.granularity
 
 
 def _counts(src, a, multiplier):
   """Copies per virtual group (per expert at granularity 1), per MoE layer."""
   moe_layers = [f'layers_{i}' for i, k in enumerate(layout.layer_kinds(src)) if k == 'moe']
-  utility.check_allocation(a['utility_allocation'])
-  groups, g = _groups(src, a), a['granularity']
-  if a['allocation'] == 'uniform':
+  groups, g = _groups(src, a), a.granularity
+  if a.allocation == 'uniform':
     return {layer: [multiplier] * groups for layer in moe_layers}
-  if a['allocation'] != 'utility':
-    raise ConfigError(f"upcycle.args.allocation={a['allocation']!r} is not one of "
-                      "('uniform', 'utility')")
-  scores = a['scores'] or {}
+  scores = a.scores or {}
   missing = [layer for layer in moe_layers if not len(scores.get(layer, ()))]
   if missing:
     raise ConfigError(f'utility scores requested with no data for {", ".join(missing)}: '
                       'transition.grow computes upcycle.args.scores')
-  rule, seed = a['utility_allocation'], src.upcycle.seed
+  rule, seed = a.utility_allocation, src.upcycle.seed
   summed = {layer: [float(x) for x in np.asarray(scores[layer]).reshape(groups, g).sum(-1)]
             for layer in moe_layers}
   return {layer: [int(c) for c in utility.allocate(summed[layer], multiplier, rule, seed)]
           for layer in moe_layers}
 
 
-def _more_experts(dst, src, factor, args):
-  utility.check_allocation(args['utility_allocation'])   # before any gradient is taken
-  _groups(src, args)
-  if args['utility_metric'] not in utility.METRICS:
-    raise ConfigError(f"upcycle.utility_metric={args['utility_metric']!r} is not one of "
-                      f'{utility.METRICS}')
+def _more_experts(dst, src, factor, a):
+  _groups(src, a)   # before any gradient is taken
   dst.moe.num_experts = src.moe.num_experts * factor
 
 
-def _score_batches(args):
+def _score_batches(a):
   """Gradient batches of utility allocation (weight_norm reads none)."""
-  if args['allocation'] != 'utility' or args['utility_metric'] == 'weight_norm':
+  if a.allocation != 'utility' or a.utility_metric == 'weight_norm':
     return 0
-  return args['utility_batches']
+  return a.utility_batches
 
 
-def _scores(inputs, args, seed):
-  del seed   # sampled allocation draws in build
+def _scores(inputs, a, seed):
   """Seed 000's utility of every expert, from the source and its batches."""
-  if args['allocation'] != 'utility':
-    return args
+  del seed   # sampled allocation draws in build
+  if a.allocation != 'utility':
+    return a
   (source,) = inputs
-  scores = utility.model_scores(source.config, source.params, source.batches,
-                                args['utility_metric'])
-  return dict(args, scores={layer: [float(x) for x in s] for layer, s in scores.items()})
+  scores = utility.model_scores(source.config, source.params, source.batches, a.utility_metric)
+  return dataclasses.replace(a, scores={layer: [float(x) for x in s]
+                                        for layer, s in scores.items()})
 
 
-@recipes.register('expand_experts', dict(
-    allocation='uniform', scores=None, utility_allocation='dhondt', utility_metric='grad_norm',
-    utility_batches=64, layout='append', expert_heuristic='copy', expert_args={},
-    router_heuristic='copy', router_args={}, delta=1e-3, split_bias=False, granularity=1),
-                  target=_more_experts, uses_factor=True, batches=_score_batches,
-                  prepare=_scores)
-def expand_experts(src, dst, args):
-  a = recipes.resolve('expand_experts', args)
+@recipes.register('expand_experts', Options, target=_more_experts, uses_factor=True,
+                  batches=_score_batches, prepare=_scores)
+def expand_experts(src, dst, a):
   m = recipes.expert_factor(src, dst)
   recipes.check_topk(dst, 'target')
   recipes.same(src, dst, 'model.num_layers', 'moe.top_k', 'moe.every', 'moe.first_dense')
-  if a['delta'] and not dst.moe.use_bias:
-    raise ConfigError(f"upcycle.args.delta={a['delta']} perturbs router biases (seed 000 "
+  if a.delta and not dst.moe.use_bias:
+    raise ConfigError(f'upcycle.args.delta={a.delta} perturbs router biases (seed 000 '
                       'Definition 3.1), but moe.use_bias=False; set delta=0 or use_bias=True')
   counts = _counts(src, a, m)
-  if a['split_bias'] and any(set(c) != {m} for c in counts.values()):
+  if a.split_bias and any(set(c) != {m} for c in counts.values()):
     raise ConfigError(f'upcycle.args.split_bias=True needs {m} copies of every expert '
                       f'(one score split {m} ways); the allocation gave {counts}')
-  g = a['granularity']
-  slots = {layer: layout.grouped(layout.replica_slots(c, a['layout']), g)
+  g = a.granularity
+  slots = {layer: layout.grouped(layout.replica_slots(c, a.layout), g)
            for layer, c in counts.items()}
   rules = (
       Rule(r'layers_\d+/moe/experts/(wi_0|wi_1|wo)', (r'\g<0>',),
-           ops.replicate_experts(slots, a['expert_heuristic'], a['expert_args'])),
+           ops.replicate_experts(slots, a.expert_heuristic, a.expert_args)),
       Rule(r'layers_\d+/moe/router/(w|bias)', (r'\g<0>',),
-           ops.extend_router(slots, a['router_heuristic'], a['router_args'], a['delta'],
-                             1 / m if a['split_bias'] else 1.0, g)),
+           ops.extend_router(slots, a.router_heuristic, a.router_args, a.delta,
+                             1 / m if a.split_bias else 1.0, g)),
       recipes.copy_rest(),
   )
-  resolved = {k: v for k, v in a.items() if k != 'scores'}
   counts = {layer: [int(c) for c in s.counts] for layer, s in slots.items()}   # per expert
   records = {}
-  if a['allocation'] == 'utility':
+  if a.allocation == 'utility':
     records['upcycle_scores.json'] = utility.dump(
-        a['scores'], counts, a['utility_metric'], _score_batches(a), a['utility_allocation'])
-  return recipes.Recipe('expand_experts', rules, dict(resolved, counts=counts), a['opt_policy'],
-                        records)
+        a.scores, counts, a.utility_metric, _score_batches(a), a.utility_allocation)
+  return recipes.Recipe('expand_experts', rules, dict(recipes.as_dict(a, 'scores'), counts=counts),
+                        a.opt_policy, records)

@@ -61,11 +61,13 @@ Optimizer moments are arranged like the params (structural, no scaling by s
 or a), times (k / E)^power on the routed experts: each sees about k / E of
 the tokens the MLP saw.
 """
+import dataclasses
 import math
 
 import jax
 import jax.numpy as jnp
 
+from moe_jax.schema.field import field
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import ops
 from moe_jax.upcycle import recipes
@@ -74,16 +76,19 @@ from moe_jax.upcycle.rules import Op, Rule
 ROUTER_INITS = ('normal', 'zero')
 
 
-def _positive_int(args, key):
-  value = args[key]
-  if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-    raise ConfigError(f'upcycle.args.{key}={value!r} must be a positive integer')
-  return value
+@dataclasses.dataclass(frozen=True)
+class Options(recipes.Options):
+  experts: int = field(8, at_least=1)
+  top_k: int = field(2, at_least=1)
+  granularity: int = field(1, at_least=1)
+  router_init: str = field('normal', choices=ROUTER_INITS)
+  shared: bool = False
+  shared_share: float = field(0.5, above=0, at_most=1)
 
 
-def _check(src, args):
+def _check(src, a):
   """(E, k, G), or a one-line ConfigError naming the arg."""
-  e, k, g = (_positive_int(args, key) for key in ('experts', 'top_k', 'granularity'))
+  e, k, g = a.experts, a.top_k, a.granularity
   if src.moe.num_experts:
     raise ConfigError(f'finegrained needs a dense source; it has moe.num_experts='
                       f'{src.moe.num_experts}')
@@ -92,17 +97,15 @@ def _check(src, args):
                       f'{src.model.d_ff}')
   if k > e:
     raise ConfigError(f'upcycle.args.top_k={k} exceeds upcycle.args.experts={e}')
-  if not 0 < args['shared_share'] <= 1:
-    raise ConfigError(f"upcycle.args.shared_share={args['shared_share']} must be in (0, 1]")
   return e, k, g
 
 
-def _target(dst, src, factor, args):
+def _target(dst, src, factor, a):
   """E G experts of width F / G, top-(k G), and G shared units when shared."""
   del factor
-  e, k, g = _check(src, args)
+  e, k, g = _check(src, a)
   dst.moe.num_experts, dst.moe.top_k, dst.moe.d_ff = e * g, k * g, src.model.d_ff // g
-  dst.moe.num_shared_experts = g if args['shared'] else 0
+  dst.moe.num_shared_experts = g if a.shared else 0
 
 
 def weight_scale(moe, experts, top_k, granularity):
@@ -145,28 +148,23 @@ def group_router(experts, granularity, std):
             lambda s, t, c, p: jnp.zeros(t.shape, t.dtype), fresh=True)
 
 
-@recipes.register('finegrained', dict(experts=8, top_k=2, granularity=1, router_init='normal',
-                                      shared=False, shared_share=0.5), target=_target)
-def finegrained(src, dst, args):
-  a = recipes.resolve('finegrained', args)
+@recipes.register('finegrained', Options, target=_target)
+def finegrained(src, dst, a):
   e, k, g = _check(src, a)
   recipes.same(src, dst, 'model.num_layers', 'model.d_model', 'model.d_ff')
   want = dict(num_experts=e * g, top_k=k * g, d_ff=src.model.d_ff // g,
-              num_shared_experts=g if a['shared'] else 0)
+              num_shared_experts=g if a.shared else 0)
   got = dict(dst.moe, d_ff=dst.moe.d_ff or dst.model.d_ff)   # moe.d_ff=0: the MLP's width
   for key, value in want.items():
     if got[key] != value:
       raise ConfigError(f'moe.{key}={got[key]} but finegrained with experts={e}, '
-                        f'top_k={k}, granularity={g}, shared={a["shared"]} makes {value}')
-  if a['router_init'] not in ROUTER_INITS:
-    raise ConfigError(f"upcycle.args.router_init={a['router_init']!r} is not one of "
-                      f'{ROUTER_INITS}')
+                        f'top_k={k}, granularity={g}, shared={a.shared} makes {value}')
   if dst.moe.router != 'learned':
     raise ConfigError(f'finegrained initialises a learned router; moe.router={dst.moe.router!r}')
   std = 0.0
-  if a['router_init'] == 'normal':
+  if a.router_init == 'normal':
     std = dst.moe.router_init_std or math.sqrt(2.0 / (5 * dst.model.d_model))
-  share = a['shared_share'] if a['shared'] else 0.0
+  share = a.shared_share if a.shared else 0.0
   scale = weight_scale(dst.moe, e, k, g) * (1.0 - share)
   rules = [
       Rule(r'layers_(\d+)/moe/experts/(wi_0|wi_1|wo)', (r'layers_\1/mlp/\2',),
@@ -174,7 +172,7 @@ def finegrained(src, dst, args):
       Rule(r'layers_\d+/moe/router/w', (), group_router(e, g, std)),
       Rule(r'layers_\d+/moe/router/bias', (), ops.zeros()),
   ]
-  if a['shared']:
+  if a.shared:
     gate = 2.0 if dst.moe.shared_gate else 1.0   # sigmoid(0) = 1/2
     rules += [
         Rule(r'layers_\d+/moe/shared_gate', (), ops.zeros()),
@@ -183,4 +181,4 @@ def finegrained(src, dst, args):
         Rule(r'layers_(\d+)/moe/shared/(wi_0|wi_1)', (r'layers_\1/mlp/\2',), ops.copy()),
     ]
   rules.append(recipes.copy_rest())
-  return recipes.Recipe('finegrained', tuple(rules), a, a['opt_policy'])
+  return recipes.Recipe('finegrained', tuple(rules), recipes.as_dict(a), a.opt_policy)

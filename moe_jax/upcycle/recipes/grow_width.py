@@ -9,22 +9,29 @@ renormalised or not) and with sigmoid scores when renormalize=True; not exact
 with sigmoid and renormalize=False (each copy keeps the full gate, so the
 layer output doubles).
 """
+import dataclasses
+
+from moe_jax.schema.field import field
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import layout, ops
 from moe_jax.upcycle import recipes
 from moe_jax.upcycle.rules import Rule
 
 
-def _wider(dst, src, factor, args):
-  del args
+@dataclasses.dataclass(frozen=True)
+class Options(recipes.Options):
+  alpha: float = field(0.01, at_least=0)
+  layout: str = field('append', choices=layout.LAYOUTS)
+
+
+def _wider(dst, src, factor, a):
+  del a
   dst.moe.num_experts = src.moe.num_experts * factor
   dst.moe.top_k = src.moe.top_k * factor
 
 
-@recipes.register('grow_width', dict(alpha=0.01, layout='append'), target=_wider,
-                  uses_factor=True)
-def grow_width(src, dst, args):
-  a = recipes.resolve('grow_width', args)
+@recipes.register('grow_width', Options, target=_wider, uses_factor=True)
+def grow_width(src, dst, a):
   m = recipes.expert_factor(src, dst)
   recipes.same(src, dst, 'model.num_layers', 'moe.every', 'moe.first_dense')
   if dst.moe.top_k != m * src.moe.top_k:
@@ -33,8 +40,8 @@ def grow_width(src, dst, args):
   recipes.check_topk(dst, 'target')
   counts = {f'layers_{i}': [m] * src.moe.num_experts
             for i, k in enumerate(layout.layer_kinds(src)) if k == 'moe'}
-  slots = {layer: layout.replica_slots(c, a['layout']) for layer, c in counts.items()}
-  lam = dict(lam=a['alpha'])
+  slots = {layer: layout.replica_slots(c, a.layout) for layer, c in counts.items()}
+  lam = dict(lam=a.alpha)
   # Softmax over mE copied logits gives each copy 1/m of its source's score;
   # selection by score + bias (router.select) keeps its order only if the bias
   # shrinks with it. Sigmoid scores and topk_then_softmax logits are not split.
@@ -47,4 +54,4 @@ def grow_width(src, dst, args):
                                      bias_scale=1 / m if split else 1.0)),
       recipes.copy_rest(),
   )
-  return recipes.Recipe('grow_width', rules, a, a['opt_policy'])
+  return recipes.Recipe('grow_width', rules, recipes.as_dict(a), a.opt_policy)

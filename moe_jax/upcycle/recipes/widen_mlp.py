@@ -16,19 +16,26 @@ Optimizer moments (policy 'scale'): wo's gradient is the source's (the copy's
 activation is the source neuron's), wi's is 1/factor of it, so wi's mu and nu
 take factor**-1 and factor**-2.
 """
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
+from moe_jax.schema.field import field
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import recipes
 from moe_jax.upcycle.rules import Op, Rule
 
-_DEFAULTS = dict(factor=2, noise=0.01)
+
+@dataclasses.dataclass(frozen=True)
+class Options(recipes.Options):
+  factor: int = field(2, at_least=2)   # upcycle.factor where args leave it out (recipes.parse)
+  noise: float = field(0.01, at_least=0)
 
 
-def _wider(dst, src, factor, args):
-  del factor   # args['factor'] defaults to upcycle.factor (transition.recipe_args)
-  dst.model.d_ff = src.model.d_ff * args['factor']
+def _wider(dst, src, factor, a):
+  del factor   # a.factor: upcycle.factor where args leave it out
+  dst.model.d_ff = src.model.d_ff * a.factor
 
 
 def _tile(w, factor, axis):
@@ -54,20 +61,17 @@ def widen(factor, noise):
   return Op(f'widen({factor})', fn, moment)
 
 
-@recipes.register('widen_mlp', _DEFAULTS, target=_wider, uses_factor=True)
-def widen_mlp(src, dst, args):
-  a = recipes.resolve('widen_mlp', args)
+@recipes.register('widen_mlp', Options, target=_wider, uses_factor=True)
+def widen_mlp(src, dst, a):
   if src.moe.num_experts or dst.moe.num_experts:
     raise ConfigError(f'widen_mlp widens a dense model; source and target have '
                       f'moe.num_experts={src.moe.num_experts}, {dst.moe.num_experts}')
-  if int(a['factor']) != a['factor'] or a['factor'] < 2:
-    raise ConfigError(f"upcycle.args.factor={a['factor']!r} must be an integer >= 2")
-  factor = int(a['factor'])
+  factor = a.factor
   if dst.model.d_ff != factor * src.model.d_ff:
     raise ConfigError(f'widen_mlp by {factor} of d_ff={src.model.d_ff} gives '
                       f'{factor * src.model.d_ff}; the target has model.d_ff={dst.model.d_ff}')
   recipes.same(src, dst, 'model.num_layers', 'model.d_model')
   rules = (Rule(r'layers_(\d+)/mlp/(wi_0|wi_1|wo)', (r'layers_\1/mlp/\2',),
-                widen(factor, a['noise'])),
+                widen(factor, a.noise)),
            recipes.copy_rest())
-  return recipes.Recipe('widen_mlp', rules, a, a['opt_policy'])
+  return recipes.Recipe('widen_mlp', rules, recipes.as_dict(a), a.opt_policy)
