@@ -1,11 +1,19 @@
 """The GPU script's dry runs (experiments/gpu/run.py --call=X --dry_run): each
 call at tiny shapes on the CPU, through the commands a GPU call runs, with a
-parent process that never imports JAX."""
+parent process that never imports JAX.
+
+The suite runs call B, the end-to-end workflow; calls A, C and D (about 45 s
+of the 2-core CI machine's time together) are marked slow: before a device
+session, `python -m pytest -m slow tests/experiments/test_gpu_run.py` runs
+all four (docs/benchmarks/gpu.md).
+"""
 import json
 import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # run.main in a process that then says which JAX modules it holds: a backend
@@ -44,6 +52,7 @@ def _call(tmp_path, call):
   return record, out, set(logs)
 
 
+@pytest.mark.slow
 def test_call_a_speed_rows(tmp_path):
   record, _, logs = _call(tmp_path, 'A')
   assert list(record['steps']) == ['speed']
@@ -75,6 +84,7 @@ def test_call_b_workflow(tmp_path):
   assert {'uninterrupted.txt', 'interrupted.txt', 'resumed.txt', 'hf_logits.txt'} <= logs
 
 
+@pytest.mark.slow
 def test_call_c_tests_and_plans(tmp_path):
   record, _, _ = _call(tmp_path, 'C')
   steps = record['steps']
@@ -83,6 +93,7 @@ def test_call_c_tests_and_plans(tmp_path):
   assert steps['plan_small']['plan']['total'] > 0 and steps['plan_10layer']['plan']['total'] > 0
 
 
+@pytest.mark.slow
 def test_call_d_dispatch_rows(tmp_path):
   record, _, _ = _call(tmp_path, 'D')
   rows = record['steps']['dispatch']['rows']
