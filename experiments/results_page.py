@@ -22,7 +22,10 @@ and a source is one of
   {"quickstart": FILE, "eta": true}                      its eta (bootstrap interval)
   {"runs": FILE, "a": "k1_s{s}_sparse_8", "b": "k1_s{s}_up_4", "seeds": [0, 1, 2]}
                                                         final val loss a - b paired by seed
-                                                        (a, b: templates, or lists of names)
+                                                        (a, b: templates, or lists of names;
+                                                        "b_runs": FILE: b's runs from another
+                                                        file, e.g. another sweep that grew the
+                                                        same sources)
   {"json": FILE, "key": "a.b.c"}                         a number, or a dict with an
                                                         estimate (estimate | mean | rho)
                                                         and lo, hi
@@ -87,14 +90,16 @@ def resolve(src):
                         f'{src["paired"]!r} (has: {", ".join(ev["paired"])})')
     return dict(estimate=t['mean'], lo=t['lo'], hi=t['hi'])
   if 'runs' in src:
-    runs = {r['name']: r for r in report.read_results(_path(src['runs']))[0]}
+    read = lambda file: {r['name']: r for r in report.read_results(_path(file))[0]}
+    sides = [(src['runs'], read(src['runs']))]
+    sides.append(sides[0] if 'b_runs' not in src else (src['b_runs'], read(src['b_runs'])))
     names = lambda t: t if isinstance(t, list) else [t.format(s=s) for s in src['seeds']]
     diffs = []
-    for a, b in zip(names(src['a']), names(src['b'])):
-      for n in (a, b):
+    for pair in zip(names(src['a']), names(src['b'])):
+      for n, (file, runs) in zip(pair, sides):
         if n not in runs or runs[n].get('final_val_loss') is None:
-          raise ConfigError(f'claims: {src["runs"]} has no finished run {n!r}')
-      diffs.append(runs[a]['final_val_loss'] - runs[b]['final_val_loss'])
+          raise ConfigError(f'claims: {file} has no finished run {n!r}')
+      diffs.append(sides[0][1][pair[0]]['final_val_loss'] - sides[1][1][pair[1]]['final_val_loss'])
     t = stats.paired(diffs)
     return dict(estimate=t['mean'], lo=None if t['n'] < 2 else t['lo'],
                 hi=None if t['n'] < 2 else t['hi'])

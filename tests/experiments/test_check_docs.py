@@ -8,10 +8,13 @@ import json
 import os
 import shutil
 
+import numpy as np
+
 import pytest
 
 from experiments import check_docs, results_page
 from moe_jax.errors import ConfigError
+from moe_jax.workdir import files
 from tests.experiments import runs
 
 _BLOCK = ('<!-- generated: experiments.quickstart --results=docs/seed000/quickstart.json -->\n'
@@ -168,3 +171,20 @@ def test_a_reference_paper_is_titled_by_its_own_name(tmp_path):
       '## He et al., arXiv 2410.07524: p\n')
   assert results_page.summary(str(tmp_path / 'c.json')).startswith(
       '- He et al., arXiv 2410.07524 (p): s (1 agrees).')
+
+
+def test_a_runs_source_pairs_b_from_another_file_by_position():
+  """`b_runs`: b's runs from another sweep's file, paired with a's by
+  position (both sweeps grew the same Fixed-E run per seed)."""
+  sampled, dhondt = 'docs/seed000/table4_sampled.json', 'docs/seed000/table4_dhondt.json'
+  names = lambda arm: [f'cpt=25_{arm}'] + [f's{s}_cpt=25_{arm}' for s in range(1, 6)]
+  loss = lambda file: {r['name']: r['final_val_loss'] for r in files.read_json(
+      os.path.join(results_page._REPO, file))['runs']}   # pylint: disable=protected-access
+  a, b = loss(sampled), loss(dhondt)
+  got = results_page.resolve(dict(runs=sampled, b_runs=dhondt, a=names('grad_norm'),
+                                  b=names('equal_draw')))
+  np.testing.assert_allclose(got['estimate'], np.mean(
+      [a[x] - b[y] for x, y in zip(names('grad_norm'), names('equal_draw'))]), rtol=1e-12)
+  with pytest.raises(ConfigError, match=f'{sampled} has no finished run'):
+    results_page.resolve(dict(runs=sampled, b_runs=dhondt, a=names('equal_draw'),
+                              b=names('equal_draw')))
