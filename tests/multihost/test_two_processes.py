@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from moe_jax.train import trainer
-from moe_jax.workdir import checkpoint, files
+from moe_jax.workdir import files
 from tests.train import tiny
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
