@@ -90,16 +90,20 @@ def resolve(src):
                         f'{src["paired"]!r} (has: {", ".join(ev["paired"])})')
     return dict(estimate=t['mean'], lo=t['lo'], hi=t['hi'])
   if 'runs' in src:
-    read = lambda file: {r['name']: r for r in report.read_results(_path(file))[0]}
-    sides = [(src['runs'], read(src['runs']))]
-    sides.append(sides[0] if 'b_runs' not in src else (src['b_runs'], read(src['b_runs'])))
     names = lambda t: t if isinstance(t, list) else [t.format(s=s) for s in src['seeds']]
-    diffs = []
-    for pair in zip(names(src['a']), names(src['b'])):
-      for n, (file, runs) in zip(pair, sides):
+
+    read = lambda file: {r['name']: r for r in report.read_results(_path(file))[0]}
+    a_runs = read(src['runs'])
+    b_runs = read(src['b_runs']) if 'b_runs' in src else a_runs
+
+    def losses(file, runs, side):
+      for n in side:
         if n not in runs or runs[n].get('final_val_loss') is None:
           raise ConfigError(f'claims: {file} has no finished run {n!r}')
-      diffs.append(sides[0][1][pair[0]]['final_val_loss'] - sides[1][1][pair[1]]['final_val_loss'])
+      return [runs[n]['final_val_loss'] for n in side]
+    a = losses(src['runs'], a_runs, names(src['a']))
+    b = losses(src.get('b_runs', src['runs']), b_runs, names(src['b']))
+    diffs = [x - y for x, y in zip(a, b)]
     t = stats.paired(diffs)
     return dict(estimate=t['mean'], lo=None if t['n'] < 2 else t['lo'],
                 hi=None if t['n'] < 2 else t['hi'])

@@ -9,6 +9,7 @@ from configs import common
 from moe_jax.data import pipeline
 from moe_jax.data.tokenizer import ByteTokenizer
 from moe_jax.errors import ConfigError
+from tests.data import documents
 
 TOK = ByteTokenizer()
 KEYS = ('inputs', 'targets', 'segment_ids', 'positions', 'loss_mask')
@@ -16,11 +17,8 @@ KEYS = ('inputs', 'targets', 'segment_ids', 'positions', 'loss_mask')
 
 @pytest.fixture(scope='module')
 def config(tmp_path_factory):
-  root = tmp_path_factory.mktemp('corpus')
-  rng = np.random.default_rng(0)
-  for i in range(12):
-    words = rng.choice(['thee', 'thou', 'hath', 'doth', 'O', 'love', 'night'], size=30 + 9 * i)
-    (root / f'doc{i:02d}.txt').write_text(f'Document {i}. ' + ' '.join(words))
+  root = documents.write(tmp_path_factory.mktemp('corpus'),
+                         ['thee', 'thou', 'hath', 'doth', 'O', 'love', 'night'])
   config = common.base()
   config.data.source = 'text_files'
   config.data.patterns = f'{root}/*.txt'

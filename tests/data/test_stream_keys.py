@@ -13,6 +13,7 @@ from configs import common
 from moe_jax.data import pipeline, sources
 from moe_jax.errors import ConfigError
 from moe_jax.workdir import files
+from tests.data import documents
 
 # (key, its new value, the base's other keys it needs to matter)
 CASES = [
@@ -33,12 +34,9 @@ CASES = [
 
 @pytest.fixture(scope='module')
 def corpus(tmp_path_factory):
-  root = tmp_path_factory.mktemp('corpus')
-  rng = np.random.default_rng(0)
-  for i in range(12):
-    words = rng.choice(['thee', 'thou', 'hath', 'O', 'love', 'night', 'café'], size=30 + 9 * i)
-    (root / f'doc{i:02d}.txt').write_text(f'Document {i}. ' + ' '.join(words), encoding='utf-8')
-  return root
+  # One word outside ASCII: data.encoding=latin-1 reads it otherwise.
+  return documents.write(tmp_path_factory.mktemp('corpus'),
+                         ['thee', 'thou', 'hath', 'O', 'love', 'night', 'café'])
 
 
 def _config(corpus, overrides):

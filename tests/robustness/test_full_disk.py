@@ -4,10 +4,8 @@ partial output behind."""
 import errno
 import os
 
-import numpy as np
-
 from moe_jax import atomic
-from moe_jax.scaling_laws import __main__ as laws_cli, table
+from moe_jax.scaling_laws import __main__ as laws_cli
 from tests.scaling_laws import synthetic
 from tests.robustness import harness
 
@@ -21,13 +19,7 @@ def test_export_hf_on_a_full_disk(cli, trained, small_filesystem):
 
 
 def test_fit_out_on_a_full_disk(tmp_path, capsys, monkeypatch):
-  truth = synthetic.table2('table2_upcycled')
-  cols = synthetic.runs('joint', truth, {'N1': np.geomspace(1e7, 1e9, 3),
-                                         'D1': np.geomspace(1e9, 1e11, 3),
-                                         'D2': np.geomspace(1e9, 1e11, 3)}, noise=0.003)
-  cols['kind'] = np.array(['upcycled'] * len(cols['loss']))
-  cols['source_experts'] = np.zeros(len(cols['loss']))
-  table.write(cols, str(tmp_path / 'runs.jsonl'))
+  synthetic.write_upcycled_table(str(tmp_path / 'runs.jsonl'))
 
   def full(_):   # where a full disk reports it: the flush to disk
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -7,14 +7,13 @@ a trained checkpoint is planned in tests/workdir/test_lineage_chain.py."""
 import json
 import os
 
-import numpy as np
 import pytest
 
 from configs import lm_dense, lm_moe
 from moe_jax import plan as plan_cli
 from moe_jax.errors import ConfigError
 from moe_jax.scaling_laws import __main__ as laws_cli
-from moe_jax.scaling_laws import dstar, laws, plan, presets, table
+from moe_jax.scaling_laws import dstar, laws, plan, presets
 from moe_jax.workdir import files, lineage, run_record
 from tests import flag_main
 from tests.scaling_laws import synthetic
@@ -129,13 +128,7 @@ def test_seed002_dstar_regime(budget_over_dstar, winner):
 
 
 def test_a_fitted_law_gives_intervals_and_its_domain(tmp_path, capsys):
-  truth = synthetic.table2('table2_upcycled')
-  cols = synthetic.runs('joint', truth, {'N1': np.geomspace(1e7, 1e9, 3),
-                                         'D1': np.geomspace(1e9, 1e11, 3),
-                                         'D2': np.geomspace(1e9, 1e11, 3)}, noise=0.003)
-  cols['kind'] = np.array(['upcycled'] * len(cols['loss']))
-  cols['source_experts'] = np.zeros(len(cols['loss']))
-  table.write(cols, str(tmp_path / 'runs.jsonl'))
+  synthetic.write_upcycled_table(str(tmp_path / 'runs.jsonl'))
   assert laws_cli.main(['fit', f'--runs={tmp_path}/runs.jsonl', '--form=joint',
                         '--kind=upcycled', '--fix=E=0.165', '--max_inits=4', '--bootstrap=8',
                         f'--out={tmp_path}/fit.json']) == 0
