@@ -47,6 +47,7 @@ def plan(spec):
   names = _names(points)
   # Imported here: it imports JAX, which a run's driver (experiments.run, one
   # process per run, which reads the sweep but plans nothing) does not need.
+  from moe_jax.upcycle import transition  # pylint: disable=g-import-not-at-top
   from moe_jax.workdir import config_check  # pylint: disable=g-import-not-at-top
   for name, c in zip(names, configs):   # the trainer's own checks, before any run starts
     c = c.copy_and_resolve_references()
@@ -54,6 +55,8 @@ def plan(spec):
       c.init_from = ''
     try:
       config_check.check_run(c)
+      if c.upcycle.step:   # the model the in-run transition grows, checked at the run's start
+        transition.target_config(c)
     except ConfigError as e:
       raise ConfigError(f'run {name!r}: {e}') from None
   runs = [Run(n, p, tuple(dict.fromkeys(_refs(p)))) for n, p in zip(names, points)]

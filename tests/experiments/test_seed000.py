@@ -52,7 +52,17 @@ _ARGS = {'4': 'small,allocation=proportional', '5': 'small,top_k=1'}
 _FILES = {'cpt': 'cpt_length'}
 
 
-@pytest.mark.parametrize('table', ['3', '4', '5', '8', 'cpt'])
+# Tables 3, 8 and cpt train under -m slow (3, 5 and 7 runs, ~95 s of a CI
+# worker): their reports are tested on made-up runs below, their sweeps plan
+# in tests/experiments/test_every_sweep_plans.py, and their in-run recipes and
+# the cpt part's data stream have tests of their own (tests/upcycle,
+# tests/train; Table 3's one in-run upcycle is test_quickstart_small's).
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize('table', [pytest.param('3', marks=_SLOW), '4', '5',
+                                   pytest.param('8', marks=_SLOW),
+                                   pytest.param('cpt', marks=_SLOW)])
 def test_table_sweep_small(tmp_path, jax_cache, table):
   workdir = str(tmp_path / 'sweep')
   arg = _ARGS.get(table, 'small')
@@ -132,6 +142,20 @@ def _write_report(table, workdir, arg='small'):
   assert os.path.getsize(os.path.join(workdir, 'plots', f'table{table}.png')) > 0
   assert seed000_report.from_results(os.path.join(workdir, f'table{table}.json')) in out
   return out
+
+
+def test_table3_report_from_made_up_runs(tmp_path):
+  """`:small`'s one tau and one CPT length (the same three runs: CPT = T - tau),
+  each with its three losses and the upcycled run's efficiency
+  (2.8 - 2.5) / (2.8 - 2.4) = 75 %."""
+  workdir = str(tmp_path)
+  _made_up_sweep(workdir, 'experiments/seed000/table3.py:small',
+                 {'fixed': 2.8, 'fixed2x': 2.4, 'a_tau=20': 2.5})
+  out = _write_report('3', workdir)
+  part_a, part_b = table3.rows('small')
+  assert [tau for tau, _ in part_a] == [cpt for cpt, _ in part_b] == [20]
+  for cells in (_row(out, 20, '0.500'), _row(out, 20, '0.50')):
+    assert cells[2:6] == ['2.8000', '2.5000', '2.4000', '75.0'], cells
 
 
 def test_table8_report_from_made_up_runs(tmp_path):

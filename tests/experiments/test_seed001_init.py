@@ -68,6 +68,11 @@ def test_claims_are_paired_differences_over_seeds():
   assert init_table.recovery_step(runs_[init.run_name('copy', 0)], 2.3) == 20
 
 
+# ~25 s of a CI worker: slow. The arms' configs and the claims are tested
+# above, each expert init is dense_to_moe's with its tests in tests/upcycle,
+# and seed 001's launch-to-report path stays in CI through
+# tests/experiments/test_seeds_001_002.py's small sweeps.
+@pytest.mark.slow
 def test_init_small_sweep_end_to_end(tmp_path, jax_cache, monkeypatch):
   monkeypatch.chdir(runs.REPO)   # upcycle.config paths are relative to the repository
   workdir = str(tmp_path / 'sweep')

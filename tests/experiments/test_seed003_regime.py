@@ -61,6 +61,10 @@ def test_plan_grows_a_stable_base_and_matches_total_tokens(arg):
     assert both['config.total_steps'] == b['base'] + 2 * short
 
 
+# Three chained runs, ~35 s of a CI worker: slow. The plan and the rows are
+# tested above and below; a grown run grown again is tests/experiments/
+# test_moesturizer.py's chain (depth up-scaling, then experts) in CI.
+@pytest.mark.slow
 def test_small_sequential_growth_end_to_end(tmp_path, jax_cache, monkeypatch):
   monkeypatch.chdir(runs.REPO)   # upcycle.config paths are relative to the repository
   workdir = str(tmp_path / 'sweep')

@@ -140,7 +140,10 @@ def _number(cell):
   return float(cell.split()[0])   # raises for '-' (a run without a result)
 
 
-@pytest.mark.parametrize('study', ['grid', 'ablations'])
+# The ablations' sweep trains under -m slow (8 runs, ~40 s of a CI worker):
+# its plan and its report on made-up runs are tested below, and its runs are
+# the grid's kinds under three learning-rate schedules.
+@pytest.mark.parametrize('study', ['grid', pytest.param('ablations', marks=pytest.mark.slow)])
 def test_seed002_small_sweep_end_to_end(study, tmp_path, jax_cache, monkeypatch):
   monkeypatch.chdir(runs.REPO)   # upcycle.config paths are relative to the repository
   workdir = _launch(tmp_path, f'experiments/seed002/{study}.py:small', jax_cache)
