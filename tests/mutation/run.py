@@ -10,9 +10,9 @@ must pass, or the mutant's verdict would mean nothing) and once with the
 mutant applied, and prints caught / survived per mutant. A mutant whose
 `old` no longer occurs exactly once is `stale`: the code moved, the mutant
 must follow it. Only each mutant's own tests run (node ids, not folders),
-one pytest process at a time, without xdist: the 28 mutants of issue 75
-took 201 s (3.1 min of CPU, two cores shared, 2026-11-29: results.json),
-not the suite's quarter hour.
+one pytest process at a time, without xdist: the 29 mutants took 387 s
+on the 2-core machine beside a two-run sweep (2026-11-29: results.json, all
+caught), not the suite's quarter hour.
 
 Not part of the test suite: pytest collects test_*.py only. With --out it
 writes the table as JSON with its provenance (experiments/provenance.py:
