@@ -69,6 +69,7 @@ sets the SFT batch in sequences of the base's seq_len.
 import os
 
 from configs import common, finetune
+from moe_jax.errors import ConfigError
 from moe_jax.upcycle import layout
 
 DENSE_TO_MOE = 'configs/upcycle/dense_to_moe.py'
@@ -171,8 +172,15 @@ def get_hyper(h, arg=None):
   place = arg.dus_placement
   dus_up = lambda p: f'{GROW_DEPTH}:method=dus,percent={p}' + (
       f',placement={place}' if place != 'spread' else '')
-  deep = {p: len(layout.depth_map(base_config, 'dus', percent=p, placement=place))
-          for p in {*dus, *dus_moe}}
+  try:
+    deep = {p: len(layout.depth_map(base_config, 'dus', percent=p, placement=place))
+            for p in {*dus, *dus_moe}}
+  except ConfigError as e:
+    if arg.base:
+      raise
+    raise ConfigError(f'grid={arg.grid} on the stand-in base of '
+                      f'{base_config.model.num_layers} layers: {e} (give base=DIR, an '
+                      'imported model, or run :small)') from None
   moe = lambda e, k, seed: (f'{DENSE_TO_MOE}:experts={e},top_k={k},seed={seed},bias=False,'
                             f'renormalize={arg.renormalize}{scale}')
   if arg.base:

@@ -25,7 +25,8 @@ _REFUSED = {
     'experiments/example/config.py:small': "config argument 'small' is not one of",
     # The full grid's DUS 20 % of the stand-in base's two layers copies none:
     # the full grid is for a real base (base=DIR).
-    'experiments/moesturizer/config.py': 'upcycle.args.percent=20',
+    'experiments/moesturizer/config.py': 'grid=full on the stand-in base of 2 layers: '
+                                         r'upcycle.args.percent=20 .* \(give base=DIR',
 }
 _SPECS = [f + arg for f in _FILES for arg in ('', ':small')]
 
