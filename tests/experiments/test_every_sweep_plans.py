@@ -7,6 +7,7 @@ trains only under `-m slow` (their reports are tested on made-up runs).
 """
 import glob
 import os
+import pathlib
 import re
 
 import pytest
@@ -19,7 +20,7 @@ _FILES = sorted(
     os.path.relpath(path, runs.REPO)
     for path in glob.glob(os.path.join(runs.REPO, 'experiments', '**', '*.py'), recursive=True)
     + [os.path.join(runs.REPO, 'configs', 'quickstart.py')]
-    if re.search(r'^def get_hyper\(', open(path).read(), re.M))
+    if re.search(r'^def get_hyper\(', pathlib.Path(path).read_text(), re.M))
 # Specs that need an argument a user gives: the reason, in the config's own error.
 _REFUSED = {
     'experiments/example/config.py:small': "config argument 'small' is not one of",
@@ -47,7 +48,7 @@ def test_the_sweep_plans(spec):
 
 def test_a_bad_in_run_target_is_refused_at_plan(tmp_path):
   """The in-run transition's grown model is checked with the rest of the
-  sweep, not when the run reaches its start (or, before, tau)."""
+  sweep, not when its run starts, which may be hours later, after its parents."""
   path = tmp_path / 'sweep.py'
   path.write_text(runs.TINY + (
       'def get_hyper(h):\n'
