@@ -41,6 +41,7 @@ def _flagged(flag):
 # continue exactly (with the source's own keys: data/sources/).
 SHAPE_KEYS = _flagged('shape')
 STREAM_KEYS = _flagged('stream')
+NUMERICS_KEYS = _flagged('numerics')   # what a merge's sources may differ in
 
 
 def added():

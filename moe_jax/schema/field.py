@@ -14,6 +14,9 @@
   stream        a different value gives another data stream, whatever the
                 source: a resumed run must keep it (data/sources/ adds each
                 source's own keys)
+  numerics      how the same function of the same params is computed (a
+                numerics or memory choice of a run, not its architecture):
+                a merge of runs that differ in it takes --src 0's
 
 Nothing here imports JAX, so a config file loads fast.
 """
@@ -29,12 +32,13 @@ _NONE = object()   # `added` not given: every run has had the key
 
 
 def field(default, *, at_least=None, above=None, at_most=None, below=None, choices=None,
-          added=_NONE, shape=False, stream=False):
+          added=_NONE, shape=False, stream=False, numerics=False):
   """A dataclass field with its key's contract as metadata (the module's
   docstring). A dict or list default is copied for each instance."""
   bounds = tuple((op, bound) for op, bound in (('>=', at_least), ('>', above), ('<=', at_most),
                                                ('<', below)) if bound is not None)
-  metadata = dict(bounds=bounds, choices=choices, shape=shape, stream=stream)
+  metadata = dict(bounds=bounds, choices=choices, shape=shape, stream=stream,
+                  numerics=numerics)
   if added is not _NONE:
     metadata['added'] = added
   if isinstance(default, (dict, list)):

@@ -102,18 +102,19 @@ class ModelConfig:
   init_std: float = field(0.02, above=0.0)
   # auto (per platform) | reference | blocked (kernels/attention_cpu.py) | pallas (attention_gpu.py)
   # | cudnn (attention_cudnn.py). 9b88ab5: runs before it ran whole-array attention.
-  attention: str = field('auto', choices=ATTENTIONS, added='reference')
+  attention: str = field('auto', choices=ATTENTIONS, added='reference', numerics=True)
   # Memory (models/remat.py; docs/benchmarks.md, "Memory"): what each block
   # keeps for the backward pass, and tokens per chunk of the LM head + loss in
   # training (0: one [B, L, V]). edc4fca: no remat, no chunks before it.
-  remat: str = field('none', choices=REMATS, added='none')
-  loss_chunk: int = field(0, at_least=0, added=0)
+  remat: str = field('none', choices=REMATS, added='none', numerics=True)
+  loss_chunk: int = field(0, at_least=0, added=0, numerics=True)
   # reference | fused: the per-token loss without float32 [tokens, V] passes
   # (models/losses.py); opt-in until a GPU has timed it against the reference (ce36b46).
-  cross_entropy: str = field('reference', choices=CROSS_ENTROPIES, added='reference')
+  cross_entropy: str = field('reference', choices=CROSS_ENTROPIES, added='reference',
+                              numerics=True)
   # The block stack as scans over its periods (models/scan.py): less compile
   # time per layer (docs/benchmarks.md, "Memory"); same params tree, same function (65811f0).
-  scan_layers: bool = field(False, added=False)
+  scan_layers: bool = field(False, added=False, numerics=True)
   moe: MoEConfig = MoEConfig()
 
   def is_moe_layer(self, i):

@@ -10,18 +10,13 @@ tokenizer; the first difference is a one-line error. Each is only read, and
 """
 import os
 
-from moe_jax import containment
+from moe_jax import containment, schema
 from moe_jax.data import pipeline
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import paths, transition
 from moe_jax.workdir import checkpoint, placement
 
 _SAME_GROUPS = ('model', 'moe')
-# How the same function of the same params is computed (schema/model.py): a
-# numerics or memory choice of each run, not its architecture; the merged
-# model takes --src 0's.
-_HOW_COMPUTED = ('model.attention', 'model.remat', 'model.loss_chunk', 'model.cross_entropy',
-                 'model.scan_layers')
 
 
 class Source:
@@ -112,7 +107,7 @@ def check_same_architecture(sources):
                         f'param {key} has shape {b} there, {a} in --src 0')
     for group in _SAME_GROUPS:
       same = lambda c: {k: v for k, v in _flat(c[group].to_dict()).items()
-                        if f'{group}.{k}' not in _HOW_COMPUTED}
+                        if f'{group}.{k}' not in schema.NUMERICS_KEYS}
       diff = _first_difference(same(first.config), same(s.config))
       if diff:
         key, a, b = diff

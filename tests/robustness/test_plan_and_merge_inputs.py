@@ -6,6 +6,7 @@ import types
 
 import pytest
 
+from moe_jax import schema
 from moe_jax.errors import ConfigError
 from moe_jax.upcycle import sources
 from tests.robustness import rows, tiny_config
@@ -38,8 +39,16 @@ def _source(tmp_path, **model):
   return types.SimpleNamespace(config=config, ckpt=str(tmp_path / 'ckpt'), workdir=str(tmp_path))
 
 
-@pytest.mark.parametrize('key, value', [('cross_entropy', 'fused'), ('remat', 'full'),
-                                        ('loss_chunk', 64), ('attention', 'blocked')])
+_HOW_COMPUTED = {'cross_entropy': 'fused', 'remat': 'full', 'loss_chunk': 64,
+                 'attention': 'blocked', 'scan_layers': True}
+
+
+def test_each_numerics_key_has_a_merge_case():
+  """A key flagged numerics (moe_jax/schema) is one merge ignores: each has a case below."""
+  assert set(schema.NUMERICS_KEYS) == {f'model.{k}' for k in _HOW_COMPUTED}
+
+
+@pytest.mark.parametrize('key, value', _HOW_COMPUTED.items())
 def test_merge_allows_sources_that_differ_in_how_they_compute(tmp_path, key, value):
   """A numerics or memory choice is not an architecture: two runs that differ
   in it merge (the merged model takes --src 0's)."""
