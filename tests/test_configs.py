@@ -1,5 +1,8 @@
 """Every config file builds a valid config (full-size ones only as shapes),
 from groups that are their dataclasses' defaults."""
+import importlib
+import os
+
 import pytest
 
 from configs import common, lm_dense, lm_moe, quickstart
@@ -8,7 +11,7 @@ from configs.upcycle import dense_to_moe, expand_experts, grow_depth, grow_width
 from moe_jax import schema
 from moe_jax.models import config as model_config
 from moe_jax.schema import field
-from moe_jax.upcycle import transition
+from moe_jax.upcycle import recipes, transition
 
 
 def test_base_is_the_dataclasses_defaults():
@@ -67,6 +70,24 @@ def test_quickstart_runs_share_one_token_budget_and_grow_to_fixed_2e():
 def test_upcycle_configs_name_their_recipe(module):
   up = module.get_config()
   assert up.recipe == module.__name__.rsplit('.', 1)[-1] and up.step == 0
+
+
+# Options a recipe's config file leaves out: set by the recipe's `prepare` or
+# the command line (scores, router_rows, num_sources), by an in-run transition's
+# config (opt_policy: the upcycle command writes no optimizer state), or taken
+# from the group's `upcycle.factor` where the args have none (factor).
+_NOT_A_USERS = {'scores', 'router_rows', 'num_sources', 'opt_policy', 'factor'}
+_UPCYCLE_CONFIGS = sorted(f[:-3] for f in os.listdir(os.path.dirname(dense_to_moe.__file__))
+                          if f.endswith('.py') and f != '__init__.py')
+
+
+@pytest.mark.parametrize('name', _UPCYCLE_CONFIGS)
+def test_an_upcycle_config_holds_every_option_of_its_recipe(name):
+  """Each option a user sets is a key of the config file's `args`, so
+  `--config.args.KEY=...` reaches it (a key the file lacks is refused)."""
+  up = importlib.import_module(f'configs.upcycle.{name}').get_config()
+  assert up.recipe == name
+  assert set(recipes.defaults(name)) - _NOT_A_USERS == set(up.args)
 
 
 def test_unknown_config_argument_is_refused():

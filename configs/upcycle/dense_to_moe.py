@@ -5,7 +5,7 @@ whose experts start as copies of its MLPs; the router starts fresh.
       --src=/tmp/dense --dst=/tmp/dense_to_moe
 
 `init` is copy | noise | subset | permute | drop (drop-upcycling, `drop_ratio`
-of each expert's neurons re-initialised) | random (every expert re-drawn at
+of each expert's neurons re-initialised as `drop_init` says) | random (every expert re-drawn at
 the MLP's mean and std: seed 001's no-upcycling row). Experts are as wide as the MLP they
 copy (`d_ff=0`, whatever moe.d_ff the source's config carries); `subset` takes
 a narrower `d_ff`. With `copy` and renormalised top-k
@@ -37,7 +37,7 @@ def get_config(arg=None):
   d = recipes.defaults('dense_to_moe')
   arg = common.parse_arg(arg, experts=8, top_k=2, every=1, d_ff=0, init=d['expert_init'],
                          noise=d['noise'], drop_ratio=d['drop_ratio'],
-                         router_init=d['router_init'], seed=0, bias=True, renormalize=True,
+                         drop_init=d['drop_init'], router_init=d['router_init'], seed=0, bias=True, renormalize=True,
                          rescale=d['rescale'], router_std=0.0)
   up = common.upcycle()
   up.recipe, up.seed = 'dense_to_moe', arg.seed
@@ -47,5 +47,5 @@ def get_config(arg=None):
       router_init_std=arg.router_std)})
   up.args = ml_collections.ConfigDict(dict(
       expert_init=arg.init, noise=arg.noise, drop_ratio=arg.drop_ratio,
-      router_init=arg.router_init, rescale=arg.rescale))
+      drop_init=arg.drop_init, router_init=arg.router_init, rescale=arg.rescale))
   return up
