@@ -92,6 +92,15 @@ def _is(value, kind):
   return isinstance(value, _TYPES[kind][0]) and (kind is bool or not isinstance(value, bool))
 
 
+def check_value(key, value, kind):
+  """A one-line ConfigError naming `key` for a `value` that is not of type
+  `kind` (bool, int, float or str; a float finite), as `check` refuses a field's."""
+  if not _is(value, kind):
+    raise ConfigError(f'{key}={value!r} must be {_TYPES[kind][1]}')
+  if kind is float and not math.isfinite(value):
+    raise ConfigError(f'{key}={value!r} must be a finite number')
+
+
 def _describe(bounds, integer):
   if integer and bounds in ((('>=', 0),), (('>=', 1),)):
     return 'a positive integer' if bounds[0][1] else 'a non-negative integer'
@@ -117,10 +126,8 @@ def check(name, group, cls):
         raise ConfigError(f'{key}={value!r} is not one of {choices}')
       continue
     if not bounds:
-      if f.type in _TYPES and not _is(value, f.type):
-        raise ConfigError(f'{key}={value!r} must be {_TYPES[f.type][1]}')
-      if f.type is float and not math.isfinite(value):
-        raise ConfigError(f'{key}={value!r} must be a finite number')
+      if f.type in _TYPES:
+        check_value(key, value, f.type)
       continue
     integer = f.type is int
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):

@@ -53,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from moe_jax.errors import ConfigError
+from moe_jax.schema import field
 
 EXPERT = {
     'copy': {},
@@ -93,6 +94,8 @@ def options(kind, name, overrides):
   if unknown:
     raise ConfigError(f'upcycle.args.{kind}_args {unknown} are not options of {name!r}: '
                       f'{sorted(table[name])}')
+  for key, value in dict(overrides or {}).items():   # as its default: 'big' for lam is refused
+    field.check_value(f'upcycle.args.{kind}_args.{key}', value, type(table[name][key]))
   kw = {**table[name], **dict(overrides or {})}
   if kw.get('init', 'xavier') not in DROP_INITS:
     raise ConfigError(f"upcycle.args.{kind}_args.init={kw['init']!r} is not one of "

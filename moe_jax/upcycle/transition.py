@@ -74,7 +74,13 @@ def target_config(config, num_sources=1):
     for key, value in overrides.items():
       if key not in dst[group]:
         raise ConfigError(f'upcycle.target.{group}.{key} is not a config key')
-      dst[group][key] = value
+      try:
+        dst[group][key] = value
+      except (TypeError, ValueError):   # ml_collections keeps each key's type
+        raise ConfigError(f'upcycle.target.{group}.{key}={value!r} must be of the type of '
+                          f'{group}.{key} ({type(dst[group][key]).__name__})') from None
+  if spec.check:
+    spec.check(dst, config, opts)
   dst.upcycle.step, dst.upcycle.recipe = 0, ''   # the grown model does not grow again
   model_config.from_config(dst, vocab_size=1)  # one-line errors for a bad target
   return dst

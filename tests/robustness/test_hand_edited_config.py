@@ -67,6 +67,28 @@ ROWS += [
 ]
 
 
+def _in_run(**upcycle):
+  """An in-run transition at step 3 added to the 2-step run (continued to 4)."""
+  return lambda p: damage.edit_json(p['copy'], 'config.json', lambda r: r['upcycle'].update(
+      step=3, recipe='expand_experts', **upcycle))
+
+
+# The in-run transition's own dicts: what it grows to, and a heuristic's options.
+ROWS += [
+    param('in_run_target_of_another_type', '--workdir={copy} --config.total_steps=4',
+          r"upcycle.target.moe.top_k='x' must be of the type of moe.top_k \(int\)",
+          _in_run(target={'moe': {'top_k': 'x'}}), module='moe_jax.main'),
+    param('in_run_heuristic_option_of_another_type', '--workdir={copy} --config.total_steps=4',
+          r"upcycle.args.expert_args.lam='big' must be a number",
+          _in_run(args={'delta': 0.0, 'expert_heuristic': 'copy_noise',
+                        'expert_args': {'lam': 'big'}}),
+          module='moe_jax.main'),
+    param('in_run_option_against_the_grown_config', '--workdir={copy} --config.total_steps=4',
+          r'upcycle.args.delta=0.001 perturbs router biases .* but moe.use_bias=False',
+          _in_run(args={}), module='moe_jax.main'),
+]
+
+
 @pytest.mark.parametrize('row', ROWS)
 def test_a_hand_edited_config_is_named_at_load(cli, trained, tmp_path, row):
   rows.check(cli, row.module, row, tmp_path, trained)

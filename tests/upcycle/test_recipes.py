@@ -138,8 +138,10 @@ def test_dense_to_moe_scale_policy_follows_formula():
 
 
 @pytest.mark.parametrize('name,src,dst,args,match', [
-    ('expand_experts', dict(num_experts=4), dict(num_experts=6), {}, 'expansion factor'),
-    ('expand_experts', dict(num_experts=4), dict(num_experts=4), {}, 'expansion factor'),
+    ('expand_experts', dict(num_experts=4), dict(num_experts=6), dict(delta=0),
+     'expansion factor'),
+    ('expand_experts', dict(num_experts=4), dict(num_experts=4), dict(delta=0),
+     'expansion factor'),
     ('dense_to_moe', {}, dict(num_experts=2, top_k=3), {}, 'top_k=3 exceeds'),
     ('grow_width', dict(num_experts=2, top_k=1), dict(num_experts=4, top_k=1), {},
      'top_k must be 2'),

@@ -93,7 +93,9 @@ class Spec:
   build(src, dst, options) -> Recipe; options: its Options subclass;
   target(dst, src, factor, options) sets the grown shape on a copy of the
   source config (it runs before any params are read, so it is where the
-  checks between options and configs go); uses_factor: `upcycle.factor`
+  checks between options and configs go); check(dst, src, options) checks the
+  options against the grown config once `upcycle.target` has overridden it
+  (at a run's start too, not at its tau); uses_factor: `upcycle.factor`
   multiplies something (lineage prints it). sources: 'one' | 'several' (then
   `num_sources` is an option the command line sets); batches(options) ->
   training batches per source before `prepare`; prepare(inputs, options,
@@ -111,12 +113,14 @@ class Spec:
   batches: Callable = lambda args: 0
   prepare: Optional[Callable] = None
   source_report: Optional[Callable] = None
+  check: Optional[Callable] = None
 
 
 REGISTRY = registry.Registry('upcycle.recipe')
 
 
-def register(name, options, target=None, uses_factor=False, description=None, **inputs):
+def register(name, options, target=None, uses_factor=False, description=None, check=None,
+             **inputs):
   """Decorator on a recipe's build function: `upcycle.recipe=name` runs it
   with `options` (a frozen dataclass subclassing Options) parsed from
   upcycle.args. `inputs`: Spec's sources, batches, prepare, source_report."""
@@ -127,7 +131,8 @@ def register(name, options, target=None, uses_factor=False, description=None, **
   def add(build):
     module = importlib.import_module(build.__module__)
     REGISTRY.register(name, Spec(name, build, options, target, uses_factor,
-                                 (description or module.__doc__ or '').strip(), **inputs))
+                                 (description or module.__doc__ or '').strip(), check=check,
+                                 **inputs))
     return build
   return add
 
@@ -153,7 +158,10 @@ def defaults(name):
 
 def build(name, src_config, dst_config, args=None):
   """The Recipe of `name` from `args` (upcycle.args, or options already parsed)."""
-  return get(name).build(src_config, dst_config, parse(name, args))
+  spec, options = get(name), parse(name, args)
+  if spec.check:   # transition.target_config ran it at the start; a direct caller may not have
+    spec.check(dst_config, src_config, options)
+  return spec.build(src_config, dst_config, options)
 
 
 def parse(name, args, factor=None):

@@ -84,7 +84,17 @@ def _counts(src, a, multiplier):
 
 def _more_experts(dst, src, factor, a):
   _groups(src, a)   # before any gradient is taken
+  for kind in ('expert', 'router'):   # before an in-run transition's first step, not at tau
+    heuristics.options(kind, getattr(a, f'{kind}_heuristic'), getattr(a, f'{kind}_args'))
   dst.moe.num_experts = src.moe.num_experts * factor
+
+
+def _check(dst, src, a):
+  """The grown config against the options, at a run's start (Spec.check)."""
+  recipes.expert_factor(src, dst)   # a dense source, or a factor below 2, named first
+  if a.delta and not dst.moe.use_bias:
+    raise ConfigError(f'upcycle.args.delta={a.delta} perturbs router biases (seed 000 '
+                      'Definition 3.1), but moe.use_bias=False; set delta=0 or use_bias=True')
 
 
 def _score_batches(a):
@@ -106,14 +116,11 @@ def _scores(inputs, a, seed):
 
 
 @recipes.register('expand_experts', Options, target=_more_experts, uses_factor=True,
-                  batches=_score_batches, prepare=_scores)
+                  check=_check, batches=_score_batches, prepare=_scores)
 def expand_experts(src, dst, a):
   m = recipes.expert_factor(src, dst)
   recipes.check_topk(dst, 'target')
   recipes.same(src, dst, 'model.num_layers', 'moe.top_k', 'moe.every', 'moe.first_dense')
-  if a.delta and not dst.moe.use_bias:
-    raise ConfigError(f'upcycle.args.delta={a.delta} perturbs router biases (seed 000 '
-                      'Definition 3.1), but moe.use_bias=False; set delta=0 or use_bias=True')
   counts = _counts(src, a, m)
   if a.split_bias and any(set(c) != {m} for c in counts.values()):
     raise ConfigError(f'upcycle.args.split_bias=True needs {m} copies of every expert '
