@@ -100,15 +100,16 @@ ROWS = [
           r'config.json: not JSON', _copy(damage.write, 'config.json', '{')),
     param('src_bpe_without_tokenizer', f'{UP} --src={{copy}} --dst={{tmp}}/x',
           r'tokenizer.json is missing', _config_json('data', 'tokenizer', 'bpe')),
-    param('src_zeros_in_params', f'{UP} --src={{copy}} --dst={{tmp}}/x',
+    # delta=0 from here on: the trained source has no router bias to perturb, and
+    # that is refused before its params are read.
+    param('src_zeros_in_params', f'{UP}:delta=0 --src={{copy}} --dst={{tmp}}/x',
           r'checkpoint .*copy/checkpoints/2', _copy(damage.zeros_in_params, 2)),
-    param('src_params_of_another_step', f'{UP} --src={{copy}} --dst={{tmp}}/x',
+    param('src_params_of_another_step', f'{UP}:delta=0 --src={{copy}} --dst={{tmp}}/x',
           r'checkpoints/2: params.* does not match its digest',
           _copy(damage.params_of_another_step, 2, 1)),
-    param('src_nan_params', f'{UP} --src={{copy}} --dst={{tmp}}/x',
+    param('src_nan_params', f'{UP}:delta=0 --src={{copy}} --dst={{tmp}}/x',
           r"checkpoints/3: params\['lm_head'\] holds non-finite values",
           _copy(damage.lm_head_filled, 2, 3, float('nan'))),
-    # delta=0: the trained source has no router bias to perturb.
     param('src_loss_overflows', f'{UP}:delta=0 --src={{copy}} --dst={{tmp}}/x',
           r'checkpoints/3: the function-preservation report is not finite \(loss_before=nan',
           _copy(damage.lm_head_filled, 2, 3, 1e38), rc=1),

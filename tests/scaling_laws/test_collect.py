@@ -55,9 +55,11 @@ def test_dense_and_moe_rows(tmp_path):
 
 def test_in_run_upcycle_splits_tokens_at_tau_and_counts_the_grown_model(tmp_path):
   row = collect.row(make_workdir(tmp_path, 'up', {300: 3.0}, **{
-      'moe.num_experts': 4, 'upcycle.step': 100, 'upcycle.recipe': 'expand_experts'}))
+      'moe.num_experts': 4, 'moe.use_bias': True, 'upcycle.step': 100,
+      'upcycle.recipe': 'expand_experts'}))   # the bias the replicas' noise perturbs
   assert (row['kind'], row['D1'], row['D2']) == ('upcycled', 100 * 16 * 128, 200 * 16 * 128)
-  fixed_8 = collect.row(make_workdir(tmp_path, 'moe8', {300: 3.0}, **{'moe.num_experts': 8}))
+  fixed_8 = collect.row(make_workdir(tmp_path, 'moe8', {300: 3.0}, **{
+      'moe.num_experts': 8, 'moe.use_bias': True}))
   assert (row['n_expert'], row['N_total'], row['N2']) == (8, fixed_8['N_total'], fixed_8['N2'])
 
 

@@ -37,7 +37,7 @@ def test_a_dense_run_names_no_dispatch_and_an_in_run_growth_says_when():
   config.model.vocab_size = 256
   lines = _lines(config)
   assert lines[0].startswith('model    dense, ') and 'dispatch' not in '\n'.join(lines)
-  config.moe.update(num_experts=4, top_k=2)
+  config.moe.update(num_experts=4, top_k=2, use_bias=True)   # what the replicas' noise perturbs
   config.upcycle.update(step=50, recipe='expand_experts')
   grown = transition.target_config(config)
   mesh = placement.make_mesh(config.mesh)
