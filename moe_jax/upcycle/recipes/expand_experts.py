@@ -84,14 +84,14 @@ def _counts(src, a, multiplier):
 
 def _more_experts(dst, src, factor, a):
   _groups(src, a)   # before any gradient is taken
-  for kind in ('expert', 'router'):   # before an in-run transition's first step, not at tau
-    heuristics.options(kind, getattr(a, f'{kind}_heuristic'), getattr(a, f'{kind}_args'))
   dst.moe.num_experts = src.moe.num_experts * factor
 
 
 def _check(dst, src, a):
   """The grown config against the options, at a run's start (Spec.check)."""
   recipes.expert_factor(src, dst)   # a dense source, or a factor below 2, named first
+  for kind in ('expert', 'router'):
+    heuristics.options(kind, getattr(a, f'{kind}_heuristic'), getattr(a, f'{kind}_args'))
   if a.delta and not dst.moe.use_bias:
     raise ConfigError(f'upcycle.args.delta={a.delta} perturbs router biases (seed 000 '
                       'Definition 3.1), but moe.use_bias=False; set delta=0 or use_bias=True')
