@@ -5,8 +5,9 @@ whose experts start as copies of its MLPs; the router starts fresh.
       --src=/tmp/dense --dst=/tmp/dense_to_moe
 
 `init` is copy | noise | subset | permute | drop (drop-upcycling, `drop_ratio`
-of each expert's neurons re-initialised as `drop_init` says) | random (every expert re-drawn at
-the MLP's mean and std: seed 001's no-upcycling row). Experts are as wide as the MLP they
+of each expert's neurons re-initialised as `drop_init` says) | random
+(every expert re-drawn at the MLP's mean and std: seed 001's no-upcycling
+row). Experts are as wide as the MLP they
 copy (`d_ff=0`, whatever moe.d_ff the source's config carries); `subset` takes
 a narrower `d_ff`. With `copy` and renormalised top-k
 gates the MoE computes exactly the dense function (the report shows
@@ -37,8 +38,8 @@ def get_config(arg=None):
   d = recipes.defaults('dense_to_moe')
   arg = common.parse_arg(arg, experts=8, top_k=2, every=1, d_ff=0, init=d['expert_init'],
                          noise=d['noise'], drop_ratio=d['drop_ratio'],
-                         drop_init=d['drop_init'], router_init=d['router_init'], seed=0, bias=True, renormalize=True,
-                         rescale=d['rescale'], router_std=0.0)
+                         drop_init=d['drop_init'], router_init=d['router_init'], seed=0,
+                         bias=True, renormalize=True, rescale=d['rescale'], router_std=0.0)
   up = common.upcycle()
   up.recipe, up.seed = 'dense_to_moe', arg.seed
   up.target = ml_collections.ConfigDict({'moe': dict(

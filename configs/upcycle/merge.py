@@ -11,8 +11,8 @@ the other sources' as negatives) | domain (a linear router trained for
 `steps` steps to tell the sources apart on `batches` training batches of
 each); `shared=mean` averages attention, norms, embeddings and the LM head,
 `shared=I` takes them from source I. `init`, `noise`, `drop_ratio` and
-`drop_init` are dense_to_moe's expert variants, applied within each source's g experts. Gates are
-renormalised top-k, so with top_k <= per_source and a router that keeps
+`drop_init` are dense_to_moe's expert variants, applied within each
+source's g experts. Gates are renormalised top-k, so with top_k <= per_source and a router that keeps
 each source's tokens on its experts, the MoE is that source on them, up to
 the averaged params (recipe docstring: moe_jax/upcycle/recipes/merge.py).
 """
@@ -35,6 +35,6 @@ def get_config(arg=None):
       top_k=arg.top_k, every=arg.every, d_ff=0, renormalize=True, use_bias=arg.bias)})
   up.args = ml_collections.ConfigDict(dict(
       experts_per_source=arg.per_source, expert_init=arg.init, noise=arg.noise,
-      drop_ratio=arg.drop_ratio, drop_init=arg.drop_init, shared=arg.shared, router=arg.router, router_batches=arg.batches,
-      domain_steps=arg.steps, domain_lr=arg.lr))
+      drop_ratio=arg.drop_ratio, drop_init=arg.drop_init, shared=arg.shared, router=arg.router,
+      router_batches=arg.batches, domain_steps=arg.steps, domain_lr=arg.lr))
   return up
