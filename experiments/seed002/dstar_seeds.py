@@ -117,7 +117,7 @@ def _plot(by_point, points, path):
   with its 95% t interval (bar), 0 (the line D* crosses)."""
   plt = plots.pyplot()
   n1s = sorted({n1 for n1, _ in by_point})
-  fig, axes = plt.subplots(1, len(n1s), figsize=(4.5 * len(n1s), 3.5), squeeze=False)
+  fig, axes = plt.subplots(1, len(n1s), figsize=(4.5 * len(n1s), 3.8), squeeze=False)
   for ax, n1 in zip(axes[0], n1s):
     for (m, d), by_seed in by_point.items():
       if m != n1:
@@ -130,8 +130,9 @@ def _plot(by_point, points, path):
     ax.axhline(0.0, color='k', lw=0.8)
     ax.set(xscale='log', xlabel='D = D1 = D2 (tokens)', ylabel='MoE - upcycled (nats)',
            title=f'N1 = {n1:.0f}')
-  fig.suptitle('below 0: the MoE from scratch has overtaken upcycling (mean, 95% t interval)',
-               fontsize=9)
+  # Two lines: one panel (a single N1) is too narrow for the title on one.
+  fig.suptitle('below 0: the MoE from scratch has overtaken upcycling\n'
+               '(mean, 95% t interval)', fontsize=9)
   fig.tight_layout()
   plots.save(fig, path)
   plt.close(fig)
