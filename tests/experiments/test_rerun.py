@@ -91,7 +91,7 @@ def test_the_largest_drift_is_the_largest_in_size_whatever_its_sign(tmp_path, mo
   drifts = dict(zip(losses, (0.01, -0.5, 0.2, 0.0)))
   monkeypatch.setattr(rerun.launch, 'launch', lambda *a, **k: 0)
   monkeypatch.setattr(rerun.report, 'load_runs', lambda workdir: [
-      dict(name=n, config=None, metrics=[dict(step=8, val_loss=losses[n] + d)])
+      dict(name=n, state='done', config=None, metrics=[dict(step=8, val_loss=losses[n] + d)])
       for n, d in drifts.items()])
   got = rerun.rerun(_FIXTURE, workdir=str(tmp_path / 'runs'))
   assert [r['drift'] for r in got['runs']] == pytest.approx(list(drifts.values()), abs=1e-12)

@@ -204,6 +204,26 @@ def test_table5_report_from_made_up_runs(tmp_path):
                          '+0.0700 [95% CI -0.0045, +0.1445]'], cells
 
 
+def test_table5_report_leaves_out_a_run_that_is_not_done(tmp_path):
+  """A report on a sweep still under way: seed 2's upcycled run has logged a
+  validation loss but is still running, so its seed is not done and the
+  column's mean is over seeds 0-1 (2.72, 2.74: mean 2.73, sd 0.0141)."""
+  workdir = str(tmp_path)
+  arg = 'top_k=1,seeds=3,experts=4'
+  val = {f's{s}_dense': 3.0 for s in range(3)}
+  rows = table5.rows(arg)
+  for _, s, _, names in rows:
+    for column in ('fixed', 'fixed2x', 'upcycled', 'sparse'):
+      val[names[column]] = 2.72 + 0.02 * s
+  _made_up_sweep(workdir, f'experiments/seed000/table5.py:{arg}', val)
+  running = next(names['upcycled'] for _, s, _, names in rows if s == 2)
+  with open(os.path.join(workdir, running, runner.STATUS_FILE), 'w') as f:
+    json.dump(dict(state='running', attempts=1, wall_s=1.0), f)
+  cells = _row(_write_report('5', workdir, arg), 1, '12.50% (8)')
+  assert cells[2] == '2/3' and cells[5] == '2.7300 +- 0.0141', cells
+  assert cells[3] == '2.7400 +- 0.0200', cells   # Fixed-E: all three seeds are done
+
+
 def test_cpt_report_from_made_up_runs(tmp_path):
   """`:small`'s one row per arm with its three losses, eta and the arm against
   Upcycled; and the disjoint arm's wiring: its CPT reads the cpt part, grown
@@ -332,7 +352,8 @@ def test_staged_report_stitches_each_arms_curve():
   """Made-up metrics: a chained arm's curve takes each run's steps after the
   one before it; the pairs are the 4E arms'."""
   metrics = lambda *steps: [dict(step=s, val_loss=10.0 - s / 1000) for s in steps]
-  runs = {f's{s}_{arm}': dict(metrics=metrics(375, 750, 1125, 2250) if s == 0 else metrics(2250))
+  runs = {f's{s}_{arm}': dict(state='done',
+                               metrics=metrics(375, 750, 1125, 2250) if s == 0 else metrics(2250))
           for s in range(3) for arm in staged.ARMS}
   runs['s0_dense_e_2e']['metrics'] = metrics(1125, 2250)
   runs['s0_staged']['metrics'] = metrics(1500, 2250)
