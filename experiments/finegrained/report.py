@@ -39,11 +39,15 @@ def claim_pairs(granularities):
 
 
 def _final(run):
+  """The run's last validation loss once it is done, else None (a run still
+  under way, stopped or failed has no final loss yet)."""
+  if run.get('state') != 'done':
+    return None
   return next((r['val_loss'] for r in reversed(run['metrics']) if 'val_loss' in r), None)
 
 
 def _by_arm(runs):
-  """{arm: {seed: final val loss}} of the runs that logged one."""
+  """{arm: {seed: final val loss}} of the runs that are done."""
   out = {}
   for name, run in runs.items():
     if '_s' not in name or not run.get('metrics'):

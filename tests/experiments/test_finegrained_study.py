@@ -52,8 +52,20 @@ def test_each_arm_trains_the_model_its_upcycle_grows_at_equal_parameters(granula
   assert len(set(counts.values())) == 1, counts
 
 
-def _run(final):
-  return dict(metrics=[dict(step=1, loss=3.0, val_loss=3.0), dict(step=2, val_loss=final)])
+def _run(final, state='done'):
+  return dict(state=state,
+              metrics=[dict(step=1, loss=3.0, val_loss=3.0), dict(step=2, val_loss=final)])
+
+
+def test_a_run_not_done_has_no_final_loss():
+  """A report on a sweep under way pairs only finished runs: seed 1's G=4 run
+  is still running, so G=4 - G=1 is over seed 0 alone."""
+  runs_ = {study.run_name(g, '', s): _run(2.0 - 0.1 * (g == 4) + 0.01 * s,
+                                          'running' if (g, s) == (4, 1) else 'done')
+           for g in (1, 4) for s in range(2)}
+  got = {c['claim']: c for c in study_report.claims(runs_, granularities=(1, 4))}
+  g4 = got['higher granularity helps: G=4 beats G=1']
+  assert g4['estimate']['n'] == 1 and g4['verdict'] == 'not run'
 
 
 def test_claims_are_paired_differences_graded_by_their_interval():
