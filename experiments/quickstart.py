@@ -53,7 +53,7 @@ def summarise(workdir, arg=''):
   runs = {r['name']: r for r in report.load_runs(workdir)}
   losses = {arm: {} for arm in quickstart.ARMS}
   for name, (arm, seed) in names.items():
-    losses[arm][seed] = analysis.final_loss(runs[name])
+    losses[arm][seed] = report.final(runs[name])
   seeds = sorted(losses['fixed'])
   s_e = analysis.mean_sd([analysis.step_seconds(runs[f'fixed_s{s}']) for s in seeds])[0]
   s_2e = analysis.mean_sd([analysis.step_seconds(runs[f'fixed2x_s{s}']) for s in seeds])[0]

@@ -15,6 +15,7 @@ plots there), which is how docs tables are checked
 
   from experiments import report
   runs = report.load_runs(DIR)        # one dict per run (keys: see load_runs)
+  report.final(run)                   # its last val_loss once done, else None
   text = report.write(DIR)            # report.md, plots, results.json; returns the markdown
   runs, extra = report.read_results(PATH)   # the runs of a results file
 """
@@ -201,6 +202,14 @@ def from_results(path):
   """The table of a results file, as `write` made it (its metric and by)."""
   runs, extra = read_results(path)
   return render(runs, extra.get('metric', 'val_loss'), tuple(extra.get('by', ())))[0]
+
+
+def final(run, metric='val_loss'):
+  """The run's last logged `metric` once it is done, else None: a running,
+  stopped or failed run's last value is not its final one, and a report on a
+  sweep still under way must not count it."""
+  values = [row[metric] for row in run['metrics'] if metric in row]
+  return values[-1] if values and run.get('state') == 'done' else None
 
 
 def _load_run(run_dir, entry):

@@ -29,7 +29,6 @@ import tempfile
 from absl import flags
 
 from experiments import launch, provenance, report
-from experiments.seed000 import analysis
 from moe_jax import cli, containment
 from moe_jax.errors import ConfigError
 from moe_jax.schema import upcycle as upcycle_schema
@@ -172,7 +171,7 @@ def rerun(results, runs=0, only=(), workdir=None, parallel=1, out=None, dry_run=
       shutil.rmtree(workdir, ignore_errors=True)
   rows = []
   for n in names:
-    got = analysis.final_loss(now[n])
+    got = report.final(now[n])
     rows.append(dict(name=n, committed=losses[n], now=got, drift=got - losses[n],
                      config_changes=config_changes(configs[n], now[n]['config'])
                      if configs[n] else None))

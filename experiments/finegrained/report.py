@@ -38,14 +38,6 @@ def claim_pairs(granularities):
   return out
 
 
-def _final(run):
-  """The run's last validation loss once it is done, else None (a run still
-  under way, stopped or failed has no final loss yet)."""
-  if run.get('state') != 'done':
-    return None
-  return next((r['val_loss'] for r in reversed(run['metrics']) if 'val_loss' in r), None)
-
-
 def _by_arm(runs):
   """{arm: {seed: final val loss}} of the runs that are done."""
   out = {}
@@ -53,7 +45,7 @@ def _by_arm(runs):
     if '_s' not in name or not run.get('metrics'):
       continue
     arm, seed = name.rsplit('_s', 1)
-    value = _final(run)
+    value = report.final(run)
     if value is not None:
       out.setdefault(arm, {})[int(seed)] = value
   return out
@@ -76,7 +68,7 @@ def render(runs, plot_dir=None):
   arms = _by_arm(runs)
   rows = [[arm, len(v), f'{np.mean(list(v.values())):.4f}',
            ' / '.join(f'{v[s]:.4f}' for s in sorted(v))] for arm, v in sorted(arms.items())]
-  dense = _final(runs['dense']) if runs.get('dense', {}).get('metrics') else None
+  dense = report.final(runs['dense']) if runs.get('dense', {}).get('metrics') else None
   table = report.markdown(['arm', 'seeds', 'final val loss (mean)', 'per seed'], rows)
   claim_rows = [[c['claim'], c['paper'] or '(ours)', f"val({c['a']}) - val({c['b']})",
                  stats.interval_text(c['estimate']) if c['estimate']['n'] > 1 else '-',

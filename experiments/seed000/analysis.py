@@ -1,7 +1,6 @@
 """Numbers of seed 000's comparisons from a sweep's runs (`report.load_runs`).
 
   runs = {r['name']: r for r in report.load_runs(DIR)}
-  final_loss(runs['fixed_s0'])                     # its last val_loss, once done
   eta(l_fixed, l_upcycled, l_fixed2x)              # seed 000 eq. 4, None where undefined
   paired(gaps)                                     # mean, sd, se, and the regime criterion
   step_seconds(run)                                # median seconds per training step
@@ -12,14 +11,6 @@ seeds and the mean paired gap exceeds twice its standard error.
 import math
 
 import numpy as np
-
-
-def final_loss(run, metric='val_loss'):
-  """The run's last logged `metric` once it is done, else None: a running,
-  stopped or failed run's last value is not its final one, and a report on a
-  sweep still under way must not count it."""
-  values = [row[metric] for row in run['metrics'] if metric in row]
-  return values[-1] if values and run.get('state') == 'done' else None
 
 
 def curve(run, metric='val_loss'):

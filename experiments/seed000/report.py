@@ -40,7 +40,7 @@ def _md(header, rows):
 
 
 def _loss(runs, name):
-  return analysis.final_loss(runs[name]) if name in runs else None
+  return report.final(runs[name]) if name in runs else None
 
 
 def report3(runs, arg):

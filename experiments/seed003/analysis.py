@@ -84,12 +84,6 @@ def curve(run, metric='val_loss'):
   return [(sunk + row['step'] * per_step, row[metric]) for row in run['metrics'] if metric in row]
 
 
-def final(run, metric='val_loss'):
-  """The metric at the run's last step, once the run is done; else None."""
-  values = [row[metric] for row in run['metrics'] if metric in row]
-  return values[-1] if values and run['state'] == 'done' else None
-
-
 def jump(run):
   """(loss before, loss right after growth) on the same validation batches, or Nones."""
   up = run['upcycle']
@@ -109,7 +103,7 @@ def grown(runs, kind):
 def _row(run, **extra):
   before, after = jump(run)
   return dict(extra, run=run['name'], sunk=sunk_flops(run) if run['info'] else None,
-              before=before, after=after, final=final(run),
+              before=before, after=after, final=report.final(run),
               total=curve(run)[-1][0] if curve(run) else None)
 
 
@@ -198,7 +192,8 @@ def paired_rows(runs, comparisons):
   (experiments/stats.py) and the claim's verdict on its interval."""
   rows = []
   for c in comparisons:
-    done = [(final(runs[a]), final(runs[b])) for a, b in c['pairs'] if a in runs and b in runs]
+    done = [(report.final(runs[a]), report.final(runs[b]))
+            for a, b in c['pairs'] if a in runs and b in runs]
     done = [(x, y) for x, y in done if None not in (x, y)]
     d = study_stats.paired([x - y for x, y in done])
     claim = dict(low=c.get('low', -np.inf), high=c.get('high', 0.0))
@@ -310,7 +305,7 @@ def equal_flops_losses(runs):
               if m), None)
     if m:
       arm = arms.setdefault(name.rsplit('_s', 1)[0], dict(losses={}, flops=None))
-      arm['losses'][int(m.groups()[-1])] = final(run)
+      arm['losses'][int(m.groups()[-1])] = report.final(run)
       arm['flops'] = arm['flops'] or (total_flops(run) if _done(run) else None)
   return [dict(a, arm=k) for k, a in sorted(arms.items())]
 

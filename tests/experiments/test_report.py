@@ -77,6 +77,15 @@ def test_load_runs_reads_partial_runs_and_counts_parents_tokens(sweep_dir):
   assert runs['later']['config'] is None and runs['later']['step'] == 0
 
 
+def test_final_is_the_last_value_of_a_done_run_only(sweep_dir):
+  """A running or failed run's last val_loss is not its final one."""
+  runs = {r['name']: r for r in report.load_runs(sweep_dir)}
+  assert report.final(runs['dense']) == runs['dense']['metrics'][-1]['val_loss']
+  assert report.final(runs['dense'], 'loss') == runs['dense']['metrics'][-1]['loss']
+  assert [report.final(runs[n]) for n in ('grown', 'branch', 'later')] == [None] * 3
+  assert report.final(runs['dense'], 'accuracy') is None
+
+
 def test_table_columns_and_sorting(sweep_dir):
   runs = report.load_runs(sweep_dir)
   header, rows = report.table(runs)
