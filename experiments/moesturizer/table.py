@@ -15,10 +15,11 @@ scores that letter's gold share.
 Generate mode adds, of the responses whose first line is a choice's text
 (sft_mix's choice_letter form), how many wrote the right choice and how
 many named that choice's letter (harness.letter_counts' `choice_text`). The
-router column is read from each MoE run's last logged training step
-(RUN/metrics.jsonl): the routing entropy against ln E (uniform routing), the
-load's coefficient of variation and the largest expert's load share, each
-averaged over layers and seeds. Nothing is written.
+router column is read from the last logged training step (RUN/metrics.jsonl)
+of each MoE run whose benchmarks are in (they are written after training,
+so a run still training is left out): the routing entropy against ln E
+(uniform routing), the load's coefficient of variation and the largest
+expert's load share, each averaged over layers and seeds. Nothing is written.
 """
 import collections
 import glob
@@ -61,9 +62,14 @@ def results(sweep_dir):
 
 def router_stats(sweep_dir):
   """{model: (entropy, ln E, cv, max load)} from the last metrics.jsonl row
-  with MoE metrics of each `<model>_s<seed>` run, averaged over layers and seeds."""
+  with MoE metrics of each `<model>_s<seed>` run whose benchmarks.<i>.jsonl
+  are written, averaged over layers and seeds: the runs whose accuracies the
+  table shows. A run still training has none, and its last row is not its
+  final router."""
   per_model = collections.defaultdict(list)
   for path in sorted(glob.glob(os.path.join(sweep_dir, '*', 'metrics.jsonl'))):
+    if not glob.glob(os.path.join(os.path.dirname(path), 'benchmarks.*.jsonl')):
+      continue
     last = None
     with open(path) as f:
       for line in f:
