@@ -68,7 +68,7 @@ def render(runs, plot_dir=None):
   arms = _by_arm(runs)
   rows = [[arm, len(v), f'{np.mean(list(v.values())):.4f}',
            ' / '.join(f'{v[s]:.4f}' for s in sorted(v))] for arm, v in sorted(arms.items())]
-  dense = report.final(runs['dense']) if runs.get('dense', {}).get('metrics') else None
+  dense = report.final(runs['dense']) if 'dense' in runs else None
   table = report.markdown(['arm', 'seeds', 'final val loss (mean)', 'per seed'], rows)
   claim_rows = [[c['claim'], c['paper'] or '(ours)', f"val({c['a']}) - val({c['b']})",
                  stats.interval_text(c['estimate']) if c['estimate']['n'] > 1 else '-',
