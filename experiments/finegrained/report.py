@@ -42,7 +42,7 @@ def _by_arm(runs):
   """{arm: {seed: final val loss}} of the runs that are done."""
   out = {}
   for name, run in runs.items():
-    if '_s' not in name or not run.get('metrics'):
+    if '_s' not in name:
       continue
     arm, seed = name.rsplit('_s', 1)
     value = report.final(run)
